@@ -1,0 +1,1 @@
+//! The common time reference (SPEC §1).

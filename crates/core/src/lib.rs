@@ -1,0 +1,24 @@
+//! # lockstep-core — the sans-IO core
+//!
+//! Everything here is pure computation: no system calls, no clocks read, no sockets.
+//! Time comes in as an argument. The live node (real clock, real sockets, in
+//! `lockstep-linux` and the `lockstep` binary) and the simulator drive the same code.
+//!
+//! - [`time`]: instants tagged with their clock, durations, the human duration syntax.
+//! - [`units`]: sizes and packet rates with units (`1514B`, `100000pps`).
+//! - [`frame`]: the common time reference of SPEC §1 — time-frames, cycles, parity bits.
+//! - [`stats`]: histograms, percentiles, RFC 3550 jitter, sequence accounting (SPEC §6).
+//! - [`wire`]: wire formats (the probe packet), zero-copy views plus `Repr` parse/emit.
+//! - [`measure`]: the pure accumulators behind each probe (what a probe computes from
+//!   the timestamps the Linux layer hands it).
+//! - [`sched`]: option types shared by every subcommand (wait strategy, policy).
+
+pub mod frame;
+pub mod measure;
+pub mod sched;
+pub mod stats;
+pub mod time;
+pub mod units;
+pub mod wire;
+
+pub use time::{ClockId, Duration, Instant};

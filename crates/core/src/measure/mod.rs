@@ -1,0 +1,2 @@
+//! The pure accumulators behind each probe: given timestamps (handed in by the Linux
+//! layer or a simulator), they compute what the probe reports.

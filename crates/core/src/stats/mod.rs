@@ -1,0 +1,1 @@
+//! Statistics every measurement reports (SPEC §6).

@@ -1,0 +1,1 @@
+//! # lockstep-linux — every system call lockstep makes
