@@ -1,1 +1,82 @@
-fn main() {}
+//! `lockstep`: one binary, many subcommands. This file is the edge: it parses the
+//! command line, runs the subcommand and turns errors into SPEC §8 exit statuses
+//! (0 ok, 1 a requested check failed, 2 usage or input error, 3 environment problem).
+
+mod cli;
+mod probe;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::Parser;
+
+/// Bad input from the user: exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The environment lacks something (privilege, kernel feature): exit status 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvError(pub String);
+
+/// The run completed but a requested check failed: exit status 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CheckFailed(pub String);
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
+    lockstep_linux::signal::install_stop_handler();
+    let result = match cli.command {
+        cli::Command::Probe(cmd) => probe::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lockstep: {e:#}");
+            ExitCode::from(exit_status(&e))
+        }
+    }
+}
+
+fn exit_status(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<CheckFailed>().is_some() {
+        1
+    } else if e.downcast_ref::<UsageError>().is_some() {
+        2
+    } else if e.downcast_ref::<EnvError>().is_some() {
+        3
+    } else if let Some(rt) = e.downcast_ref::<lockstep_linux::rt::RtError>() {
+        if rt.is_permission() {
+            3
+        } else {
+            2
+        }
+    } else {
+        3
+    }
+}
+
+/// Invalid values are reported as `--interval: expected a duration like 100us, got "abc"`;
+/// everything else as clap formats it. Usage errors exit with 2, help/version with 0.
+fn clap_error(e: clap::Error) -> ExitCode {
+    if e.kind() == ErrorKind::ValueValidation {
+        let arg = match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::String(s)) => s.split_whitespace().next().unwrap_or(s).to_string(),
+            _ => String::from("argument"),
+        };
+        let reason = std::error::Error::source(&e)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| e.to_string());
+        eprintln!("lockstep: {arg}: {reason}");
+        return ExitCode::from(2);
+    }
+    let code = if e.use_stderr() { 2 } else { 0 };
+    let _ = e.print();
+    ExitCode::from(code)
+}

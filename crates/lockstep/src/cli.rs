@@ -1,0 +1,207 @@
+//! The command-line tree and the argument groups every subcommand shares (SPEC §8).
+//!
+//! Value parsers return messages of the form `expected a duration like 100us, got "abc"`;
+//! `main` prefixes them with the option's name.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use lockstep_core::sched::{Policy, WaitStrategy};
+use lockstep_core::{ClockId, Duration};
+
+use crate::probe::ProbeCmd;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "lockstep",
+    version,
+    about = "Deterministic packet delivery on commodity Linux: time-driven forwarding, \
+             shaping and admission, and probes that measure what the OS adds to every packet.",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Measure what the OS adds: timer wake-ups, OS noise, packet streams, request/response.
+    #[command(subcommand)]
+    Probe(ProbeCmd),
+}
+
+/// Real-time setup of the measuring thread.
+#[derive(Args, Debug, Clone)]
+pub struct RtArgs {
+    /// Real-time priority (1..99 for fifo/rr). Implies --policy fifo when no policy is given.
+    #[arg(long, short = 'p', value_name = "PRIO")]
+    pub priority: Option<i32>,
+    /// Scheduling policy of the measuring thread.
+    #[arg(long, value_name = "fifo|rr|other", value_parser = parse_policy)]
+    pub policy: Option<Policy>,
+    /// Pin the measuring thread to this CPU.
+    #[arg(long, short = 'a', value_name = "CPU")]
+    pub cpu: Option<usize>,
+    /// Do not lock memory (mlockall is on by default, like cyclictest -m).
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Hold /dev/cpu_dma_latency at 0 during the run (keeps CPUs out of deep C-states).
+    #[arg(long)]
+    pub dma_latency_zero: bool,
+}
+
+/// How to wait for an instant.
+#[derive(Args, Debug, Clone)]
+pub struct WaitArgs {
+    /// Clock to read and sleep on.
+    #[arg(long, value_name = "tai|realtime|monotonic", default_value = "monotonic", value_parser = parse_clock)]
+    pub clock: ClockId,
+    /// How to wait: sleep (clock_nanosleep), spin (busy-poll) or hybrid (sleep, then spin).
+    #[arg(long, value_name = "sleep|hybrid|spin", default_value = "sleep", value_parser = parse_strategy)]
+    pub strategy: WaitStrategy,
+    /// Spin margin of the hybrid strategy.
+    #[arg(long, value_name = "DUR", default_value = "50us", value_parser = parse_duration_positive)]
+    pub margin: Duration,
+}
+
+/// Where results go.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Print the SPEC §7 JSON document on stdout (human text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Write the result files (summary.json, samples.csv on request) into this directory.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Stream raw per-sample CSV to FILE (default: DIR/samples.csv with --output).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+    pub samples: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// How long a run lasts.
+#[derive(Args, Debug, Clone)]
+pub struct LengthArgs {
+    /// Run for this long (e.g. 10s).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    pub duration: Option<Duration>,
+    /// Stop after this many samples / packets.
+    #[arg(long, short = 'l', visible_alias = "loops", value_name = "N", value_parser = parse_count)]
+    pub count: Option<u64>,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    Duration::parse(s).map_err(|e| e.to_string())
+}
+
+pub fn parse_duration_positive(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_positive() {
+        Ok(d)
+    } else {
+        Err(format!(
+            "expected a positive duration like 100us, got \"{s}\""
+        ))
+    }
+}
+
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("expected a positive whole number, got \"{s}\"")),
+    }
+}
+
+pub fn parse_clock(s: &str) -> Result<ClockId, String> {
+    s.parse()
+}
+
+pub fn parse_strategy(s: &str) -> Result<WaitStrategy, String> {
+    s.parse()
+}
+
+pub fn parse_policy(s: &str) -> Result<Policy, String> {
+    s.parse()
+}
+
+pub fn parse_size(s: &str) -> Result<lockstep_core::units::Size, String> {
+    s.parse()
+        .map_err(|e: lockstep_core::units::ParseUnitError| e.to_string())
+}
+
+pub fn parse_rate(s: &str) -> Result<lockstep_core::units::PacketRate, String> {
+    s.parse()
+        .map_err(|e: lockstep_core::units::ParseUnitError| e.to_string())
+}
+
+pub fn parse_dscp(s: &str) -> Result<u8, String> {
+    let v = if let Some(hex) = s.strip_prefix("0x") {
+        u8::from_str_radix(hex, 16).ok()
+    } else {
+        s.parse::<u8>().ok()
+    };
+    match v {
+        Some(v) if v < 64 => Ok(v),
+        _ => Err(format!(
+            "expected a DSCP value 0..63 (decimal or 0x..), got \"{s}\""
+        )),
+    }
+}
+
+impl RtArgs {
+    /// The request for the Linux layer; a priority without a policy means SCHED_FIFO.
+    pub fn request(&self) -> lockstep_linux::rt::RtRequest {
+        let policy = match (self.policy, self.priority) {
+            (Some(p), _) => Some(p),
+            (None, Some(_)) => Some(Policy::Fifo),
+            (None, None) => None,
+        };
+        lockstep_linux::rt::RtRequest {
+            policy,
+            priority: self.priority,
+            cpu: self.cpu,
+            mlock: !self.no_mlock,
+            dma_latency_zero: self.dma_latency_zero,
+        }
+    }
+}
+
+impl LengthArgs {
+    /// The run length, with a default when neither bound was given.
+    pub fn or_default(&self, default: Duration) -> (Option<Duration>, Option<u64>) {
+        match (self.duration, self.count) {
+            (None, None) => (Some(default), None),
+            (d, c) => (d, c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_parsers_explain_themselves() {
+        assert_eq!(
+            parse_duration("abc").unwrap_err(),
+            "expected a duration like 100us, got \"abc\""
+        );
+        assert_eq!(
+            parse_duration_positive("0us").unwrap_err(),
+            "expected a positive duration like 100us, got \"0us\""
+        );
+        assert_eq!(
+            parse_count("-3").unwrap_err(),
+            "expected a positive whole number, got \"-3\""
+        );
+        assert_eq!(parse_dscp("0x2e").unwrap(), 46);
+        assert!(parse_dscp("64").is_err());
+        assert_eq!(
+            parse_strategy("nap").unwrap_err(),
+            "expected sleep, hybrid or spin, got \"nap\""
+        );
+    }
+}

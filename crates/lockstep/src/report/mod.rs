@@ -1,0 +1,203 @@
+//! Results: the SPEC §7 JSON document, the output directory, streamed per-sample CSV,
+//! and the human summary tables.
+
+pub mod human;
+pub mod samples;
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::cli::OutputArgs;
+pub use samples::SampleWriter;
+
+/// Version of the result document layout; bumped on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One result document (SPEC §7): what ran, where, with which settings, and what it
+/// measured. Every measuring command builds one.
+#[derive(Debug, Serialize)]
+pub struct ResultDoc {
+    pub lockstep: Tool,
+    /// e.g. "probe.timer"
+    pub kind: String,
+    /// The exact argument vector.
+    pub command: Vec<String>,
+    /// Wall-clock start (RFC 3339, UTC).
+    pub started_at: String,
+    pub host: lockstep_linux::host::HostFacts,
+    /// The effective settings of the run (after defaults).
+    pub config: Value,
+    /// What the run did to the thread (policy, priority, CPU, mlock, dma latency).
+    pub realtime: Value,
+    /// The measurements: distributions in the SPEC §7 shape, counters.
+    pub results: Map<String, Value>,
+    /// Anything the user should know (missing kernel features, fallbacks, stolen CPU).
+    pub warnings: Vec<String>,
+    /// Whether a requested check (e.g. --threshold) failed; exit status 1 then.
+    pub check_failed: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tool {
+    pub version: &'static str,
+    pub schema: u32,
+}
+
+impl ResultDoc {
+    pub fn new(kind: &str, config: impl Serialize) -> Self {
+        ResultDoc {
+            lockstep: Tool {
+                version: env!("CARGO_PKG_VERSION"),
+                schema: SCHEMA_VERSION,
+            },
+            kind: kind.to_string(),
+            command: std::env::args().collect(),
+            started_at: rfc3339_now(),
+            host: lockstep_linux::host::collect(),
+            config: serde_json::to_value(config).unwrap_or(Value::Null),
+            realtime: Value::Null,
+            results: Map::new(),
+            warnings: Vec::new(),
+            check_failed: false,
+        }
+    }
+
+    pub fn set_realtime(&mut self, rt: impl Serialize) {
+        self.realtime = serde_json::to_value(rt).unwrap_or(Value::Null);
+    }
+
+    pub fn insert(&mut self, key: &str, value: impl Serialize) {
+        self.results.insert(
+            key.to_string(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
+    }
+
+    pub fn warn(&mut self, w: impl Into<String>) {
+        self.warnings.push(w.into());
+    }
+}
+
+fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Where a run's human text, JSON and files go, following SPEC §8: with `--json` the
+/// document is the only thing on stdout and human text goes to stderr.
+pub struct Output {
+    pub args: OutputArgs,
+}
+
+impl Output {
+    pub fn new(args: &OutputArgs) -> Result<Self> {
+        if let Some(dir) = &args.output {
+            fs::create_dir_all(dir)
+                .with_context(|| format!("--output: cannot create directory {}", dir.display()))?;
+        }
+        Ok(Output { args: args.clone() })
+    }
+
+    /// The per-sample CSV path asked for, if any.
+    pub fn samples_path(&self) -> Result<Option<PathBuf>> {
+        match (&self.args.samples, &self.args.output) {
+            (None, _) => Ok(None),
+            (Some(p), _) if !p.as_os_str().is_empty() => Ok(Some(p.clone())),
+            (Some(_), Some(dir)) => Ok(Some(dir.join("samples.csv"))),
+            (Some(_), None) => Err(crate::UsageError(
+                "--samples: give a file (--samples FILE) or an output directory (--output DIR)"
+                    .into(),
+            )
+            .into()),
+        }
+    }
+
+    /// Opens the per-sample CSV writer when asked for.
+    pub fn sample_writer(&self, header: &[&str]) -> Result<Option<SampleWriter>> {
+        match self.samples_path()? {
+            Some(p) => Ok(Some(SampleWriter::create(&p, header)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Progress and human text: stderr with --json, else stdout.
+    pub fn human(&self, text: &str) {
+        if self.args.json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
+
+    /// Progress lines (suppressed with --quiet); always on stderr.
+    pub fn progress(&self, text: &str) {
+        if !self.args.quiet {
+            eprintln!("{text}");
+        }
+    }
+
+    /// Prints the JSON document (with --json) and writes it to DIR/summary.json.
+    pub fn finish(&self, doc: &ResultDoc) -> Result<()> {
+        let text = serde_json::to_string_pretty(doc)?;
+        if let Some(dir) = &self.args.output {
+            write_atomic(&dir.join("summary.json"), text.as_bytes())?;
+        }
+        if self.args.json {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a file through a temporary name and a rename, so a crash never leaves half
+/// a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+}

@@ -1,0 +1,78 @@
+//! Raw per-sample CSV, streamed to disk as the run goes (never held in memory) and
+//! flushed often so a crash loses at most the last few rows.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+const FLUSH_EVERY: u64 = 4096;
+
+pub struct SampleWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    rows: u64,
+    line: String,
+}
+
+impl SampleWriter {
+    pub fn create(path: &Path, header: &[&str]) -> Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("--samples: cannot create {}", dir.display()))?;
+        }
+        let file = File::create(path)
+            .with_context(|| format!("--samples: cannot create {}", path.display()))?;
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        writeln!(out, "{}", header.join(","))?;
+        Ok(SampleWriter {
+            path: path.to_path_buf(),
+            out,
+            rows: 0,
+            line: String::with_capacity(128),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes one row of integers (empty cell for `None`).
+    pub fn row(&mut self, cells: &[Option<i64>]) -> Result<()> {
+        use std::fmt::Write as _;
+        self.line.clear();
+        for (i, c) in cells.iter().enumerate() {
+            if i > 0 {
+                self.line.push(',');
+            }
+            if let Some(v) = c {
+                let _ = write!(self.line, "{v}");
+            }
+        }
+        self.line.push('\n');
+        self.out.write_all(self.line.as_bytes())?;
+        self.rows += 1;
+        if self.rows % FLUSH_EVERY == 0 {
+            self.out.flush()?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<PathBuf> {
+        self.out
+            .flush()
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(self.path)
+    }
+}
+
+impl Drop for SampleWriter {
+    fn drop(&mut self) {
+        let _ = self.out.flush();
+    }
+}
