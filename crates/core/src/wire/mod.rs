@@ -1,3 +1,14 @@
 //! Wire formats in the smoltcp style: a zero-copy `Packet<T: AsRef<[u8]>>` view with
 //! checked constructors, plus a `Repr` with `parse`/`emit`. Malformed bytes are an
 //! error value, never a panic.
+//!
+//! - [`probe`]: the probe packet every lockstep sender and probe puts in its UDP
+//!   payload (header, per-hop records, padding).
+
+pub mod probe;
+
+pub use probe::{
+    min_total_len, parse_probe, HopKind, HopRecord, Packet as ProbePacket, ProbeRepr, WireError,
+    FLAG_PADDING, FLAG_RESPONSE, HEADER_LEN, HOP_LEN, KNOWN_FLAGS, MAGIC, MAX_HOPS, MIN_PACKET_LEN,
+    NOT_FILLED, VERSION,
+};
