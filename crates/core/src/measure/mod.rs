@@ -1,2 +1,5 @@
 //! The pure accumulators behind each probe: given timestamps (handed in by the Linux
 //! layer or a simulator), they compute what the probe reports.
+pub mod pacer;
+pub mod rr;
+pub mod sink;
