@@ -185,20 +185,26 @@ impl FrameClock {
     /// The two parity bits a frame carries in the DSCP field: `0x10` in odd frames,
     /// `0x20` in odd cycles.
     pub fn parity_bits(&self, frame: i64) -> u8 {
-        let mut bits = 0;
-        if frame.rem_euclid(2) == 1 {
-            bits |= DSCP_FRAME_PARITY;
-        }
-        if self.cycle_of(frame).rem_euclid(2) == 1 {
-            bits |= DSCP_CYCLE_PARITY;
-        }
-        bits
+        parity_bits(frame, self.k)
     }
 
     /// The full 6-bit DSCP a TDP packet sent in `frame` carries: the mark plus parity.
     pub fn dscp(&self, frame: i64) -> u8 {
         DSCP_TDP_MARK | self.parity_bits(frame)
     }
+}
+
+/// The parity bits of `frame` in a cycle of `k` frames: `0x10` in odd frames, `0x20`
+/// in odd cycles. `k` must be at least 1.
+pub fn parity_bits(frame: i64, k: u32) -> u8 {
+    let mut bits = 0;
+    if frame.rem_euclid(2) == 1 {
+        bits |= DSCP_FRAME_PARITY;
+    }
+    if frame.div_euclid(k.max(1) as i64).rem_euclid(2) == 1 {
+        bits |= DSCP_CYCLE_PARITY;
+    }
+    bits
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod frame;
 pub mod measure;
 pub mod sched;
 pub mod stats;
+pub mod tdp;
 pub mod time;
 pub mod units;
 pub mod wire;
