@@ -1,1 +1,44 @@
 //! # lockstep-linux — every system call lockstep makes
+//!
+//! The sans-IO core (`lockstep-core`) never touches the operating system; this crate is
+//! the only place that does. Each file owns one feature, detects what the running kernel
+//! lacks, and says so plainly in a typed error (or, where a fallback exists, in a note
+//! next to the result) instead of failing silently.
+//!
+//! - [`clock`]: reading `CLOCK_TAI` / `CLOCK_REALTIME` / `CLOCK_MONOTONIC`, their
+//!   resolution, the kernel's TAI offset, and [`clock::ClockMap`], which converts the
+//!   kernel's socket timestamps (always `CLOCK_REALTIME`) into the clock of a run.
+//! - [`wait`]: [`wait::Waiter`], waiting for an absolute instant by sleeping, spinning
+//!   or both (SPEC §8 `--strategy`); never returns before the deadline.
+//! - [`rt`]: real-time setup of the time-critical thread: scheduling policy and
+//!   priority, CPU affinity, `mlockall`, holding `/dev/cpu_dma_latency`; errors that
+//!   explain how to get the missing privilege.
+//! - [`udp`]: a UDP socket with DSCP marking, busy polling, kernel/hardware RX and TX
+//!   timestamps (`SO_TIMESTAMPING`), polling and timed blocking receive, no allocation
+//!   per packet.
+//! - [`host`]: host facts recorded with every result (SPEC §6): kernel, RT, CPU,
+//!   isolation, governor, clock source, clock sync state; read-only, no root needed.
+//! - [`signal`]: Ctrl-C / SIGTERM as a stop flag a run checks between samples.
+//! - [`tracefs`]: finding or mounting tracefs, writing trace markers and freezing the
+//!   trace when a threshold is crossed (like `cyclictest -b`).
+//!
+//! Unsafe code is confined to small blocks around `libc` calls, each with a
+//! `// SAFETY:` comment.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod clock;
+pub mod host;
+pub mod rt;
+pub mod signal;
+pub mod tracefs;
+pub mod udp;
+pub mod wait;
+
+mod sys;
+
+pub use clock::{now, ClockMap};
+pub use host::HostFacts;
+pub use rt::{RtError, RtRequest, RtState};
+pub use udp::{NetError, RecvInfo, RecvMode, TimestampConfig, TimestampSupport, UdpSocket};
+pub use wait::Waiter;

@@ -1,0 +1,200 @@
+//! Waiting for an absolute instant (SPEC §8 `--strategy sleep|hybrid|spin`).
+//!
+//! Every strategy ends by reading the clock until it shows the deadline, so a waiter
+//! never returns early, whatever the kernel does (early wake-ups, signals, a clock the
+//! kernel cannot sleep on). The returned instant is that last reading: the wake-up time
+//! `L_I` is measured from (SPEC §3).
+
+use lockstep_core::sched::{WaitStrategy, DEFAULT_HYBRID_MARGIN};
+use lockstep_core::{ClockId, Duration, Instant};
+use thiserror::Error;
+
+use crate::clock::{clockid, now};
+use crate::sys::ns_to_timespec;
+
+/// Why a waiter cannot sleep on its clock.
+#[derive(Debug, Error)]
+pub enum WaitError {
+    #[error("this kernel cannot sleep on CLOCK_{} with clock_nanosleep ({source}); use --strategy spin or another --clock", .clock.name().to_ascii_uppercase())]
+    Unsupported {
+        clock: ClockId,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Waits until absolute instants of one clock with one strategy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    clock: ClockId,
+    strategy: WaitStrategy,
+    margin: Duration,
+}
+
+impl Waiter {
+    /// A waiter with the default hybrid margin ([`DEFAULT_HYBRID_MARGIN`]).
+    pub fn new(clock: ClockId, strategy: WaitStrategy) -> Waiter {
+        Waiter {
+            clock,
+            strategy,
+            margin: DEFAULT_HYBRID_MARGIN,
+        }
+    }
+
+    /// Sets how long before the deadline the hybrid strategy stops sleeping and starts
+    /// spinning. Negative margins count as zero.
+    pub fn with_margin(mut self, margin: Duration) -> Waiter {
+        self.margin = if margin.is_negative() {
+            Duration::ZERO
+        } else {
+            margin
+        };
+        self
+    }
+
+    pub fn clock(&self) -> ClockId {
+        self.clock
+    }
+
+    pub fn strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+
+    pub fn margin(&self) -> Duration {
+        self.margin
+    }
+
+    /// Reads the waiter's clock.
+    #[inline]
+    pub fn now(&self) -> Instant {
+        now(self.clock)
+    }
+
+    /// Checks once, at start-up, that the kernel can sleep on this clock (spinning needs
+    /// only a readable clock). Without this check a refused sleep silently turns into a
+    /// spin.
+    pub fn check(&self) -> Result<(), WaitError> {
+        crate::clock::check(self.clock).map_err(|e| match e {
+            crate::clock::ClockError::Unsupported { clock, source } => {
+                WaitError::Unsupported { clock, source }
+            }
+        })?;
+        if self.strategy == WaitStrategy::Spin {
+            return Ok(());
+        }
+        // A deadline already in the past: the kernel validates it and returns at once.
+        let past = now(self.clock).ns.saturating_sub(1);
+        match sleep_abs(clockid(self.clock), past) {
+            0 => Ok(()),
+            err => Err(WaitError::Unsupported {
+                clock: self.clock,
+                source: std::io::Error::from_raw_os_error(err),
+            }),
+        }
+    }
+
+    /// Waits until the clock reads at least `deadline` and returns that reading (the
+    /// wake-up time). `deadline` should come from this waiter's clock; the wait always
+    /// uses the deadline's own clock so the guarantee holds either way.
+    #[inline]
+    pub fn wait_until(&self, deadline: Instant) -> Instant {
+        debug_assert_eq!(deadline.clock, self.clock, "deadline of another clock");
+        let clock = deadline.clock;
+        match self.strategy {
+            WaitStrategy::Sleep => {
+                sleep_abs(clockid(clock), deadline.ns);
+            }
+            WaitStrategy::Spin => {}
+            WaitStrategy::Hybrid => {
+                let early = deadline.ns.saturating_sub(self.margin.as_nanos());
+                sleep_abs(clockid(clock), early);
+            }
+        }
+        spin_until(clock, deadline.ns)
+    }
+}
+
+/// `clock_nanosleep(TIMER_ABSTIME)` until `ns`, restarted after signals. Returns 0 or
+/// the error number the kernel gave (the caller then spins instead).
+#[inline]
+fn sleep_abs(id: libc::clockid_t, ns: i64) -> libc::c_int {
+    let ts = ns_to_timespec(ns);
+    loop {
+        // SAFETY: `ts` is a valid timespec; with TIMER_ABSTIME the remainder pointer
+        // is unused and may be null.
+        let rc =
+            unsafe { libc::clock_nanosleep(id, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+        if rc != libc::EINTR {
+            return rc;
+        }
+    }
+}
+
+/// Reads the clock until it shows at least `ns`; returns the first such reading.
+#[inline]
+fn spin_until(clock: ClockId, ns: i64) -> Instant {
+    loop {
+        let t = now(clock);
+        if t.ns >= ns {
+            return t;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STRATEGIES: [WaitStrategy; 3] = [
+        WaitStrategy::Sleep,
+        WaitStrategy::Spin,
+        WaitStrategy::Hybrid,
+    ];
+
+    #[test]
+    fn never_wakes_before_the_deadline() {
+        for clock in ClockId::ALL {
+            for strategy in STRATEGIES {
+                let w = Waiter::new(clock, strategy).with_margin(Duration::from_micros(20));
+                w.check().unwrap();
+                let mut deadline = w.now() + Duration::from_micros(100);
+                for _ in 0..50 {
+                    let wake = w.wait_until(deadline);
+                    assert_eq!(wake.clock, clock);
+                    assert!(wake.ns >= deadline.ns, "{strategy} on {clock} woke early");
+                    deadline = deadline + Duration::from_micros(37);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn past_deadlines_return_at_once_and_still_not_early() {
+        for strategy in STRATEGIES {
+            let w = Waiter::new(ClockId::Monotonic, strategy);
+            let deadline = w.now() - Duration::from_millis(1);
+            assert!(w.wait_until(deadline).ns >= deadline.ns);
+            // A deadline before the epoch of the clock (negative timespec) is refused by
+            // clock_nanosleep; the spin fallback keeps the guarantee.
+            let ancient = Instant::new(ClockId::Monotonic, -5);
+            assert!(w.wait_until(ancient).ns >= -5);
+        }
+    }
+
+    #[test]
+    fn margin_larger_than_remaining_time_spins() {
+        let w = Waiter::new(ClockId::Tai, WaitStrategy::Hybrid).with_margin(Duration::SECOND);
+        let deadline = w.now() + Duration::from_micros(50);
+        assert!(w.wait_until(deadline).ns >= deadline.ns);
+    }
+
+    #[test]
+    fn builder_values() {
+        let w = Waiter::new(ClockId::Realtime, WaitStrategy::Hybrid);
+        assert_eq!(w.margin(), DEFAULT_HYBRID_MARGIN);
+        assert_eq!(w.clock(), ClockId::Realtime);
+        assert_eq!(w.strategy(), WaitStrategy::Hybrid);
+        assert_eq!(w.with_margin(Duration(-3)).margin(), Duration::ZERO);
+    }
+}
