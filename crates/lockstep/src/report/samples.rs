@@ -67,7 +67,7 @@ impl SampleWriter {
         self.out
             .flush()
             .with_context(|| format!("cannot write {}", self.path.display()))?;
-        Ok(self.path)
+        Ok(self.path.clone())
     }
 }
 
