@@ -304,7 +304,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
             });
         }
         let header_len = self.header_len();
-        if usize::from(header_len) < HEADER_LEN || !header_len.is_multiple_of(4) {
+        // A mask, not `is_multiple_of`: the workspace declares Rust 1.80.
+        if usize::from(header_len) < HEADER_LEN || header_len & 3 != 0 {
             return Err(WireError::BadHeaderLen(header_len));
         }
         let hop_count = self.hop_count();
