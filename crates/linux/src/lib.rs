@@ -14,8 +14,8 @@
 //!   priority, CPU affinity, `mlockall`, holding `/dev/cpu_dma_latency`; errors that
 //!   explain how to get the missing privilege.
 //! - [`udp`]: a UDP socket with DSCP marking, busy polling, kernel/hardware RX and TX
-//!   timestamps (`SO_TIMESTAMPING`), polling and timed blocking receive, no allocation
-//!   per packet.
+//!   timestamps (`SO_TIMESTAMPING`), polling and timed blocking receive, batch receive
+//!   (`recvmmsg`), no allocation per packet.
 //! - [`host`]: host facts recorded with every result (SPEC §6): kernel, RT, CPU,
 //!   isolation, governor, clock source, clock sync state; read-only, no root needed.
 //! - [`signal`]: Ctrl-C / SIGTERM as a stop flag a run checks between samples.

@@ -164,6 +164,9 @@ const CMSG_CAPACITY: usize = 256;
 #[repr(C, align(8))]
 struct CmsgBuf([u8; CMSG_CAPACITY]);
 
+/// Most datagrams [`UdpSocket::recv_batch`] takes in one call.
+pub const RECV_BATCH_MAX: usize = 32;
+
 /// `SO_TIMESTAMPING_NEW`, the 64-bit-time variant 32-bit systems may report.
 const SCM_TIMESTAMPING_NEW: libc::c_int = 65;
 /// `ee_info` of a transmit timestamp taken when the driver got the packet.
@@ -909,30 +912,140 @@ impl UdpSocket {
                     }
                 }
             }
-            let len = (n as usize).min(buf.len());
-            let controllen = (msg.msg_controllen as usize).min(CMSG_CAPACITY);
-            let (mut kernel_rx, mut hw_rx) = (None, None);
-            for (level, kind, data) in
-                control_messages(control.0.get(..controllen).unwrap_or_default())
-            {
-                if is_timestamping(level, kind) {
-                    if let Some(ts) = parse_scm_timestamping(data) {
-                        kernel_rx = nonzero(ClockId::Realtime, ts[0]);
-                        hw_rx = nonzero(self.hw_clock, ts[2]);
-                    }
+            return Ok(Some(self.describe_received(
+                &addr,
+                &msg,
+                &control,
+                n as usize,
+                buf.len(),
+            )));
+        }
+    }
+
+    /// Builds the [`RecvInfo`] of a datagram of `n` bytes that `recvmsg` put in a buffer
+    /// of `cap` bytes.
+    #[inline]
+    #[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on musl
+    fn describe_received(
+        &self,
+        addr: &RawAddr,
+        msg: &libc::msghdr,
+        control: &CmsgBuf,
+        n: usize,
+        cap: usize,
+    ) -> RecvInfo {
+        let controllen = (msg.msg_controllen as usize).min(CMSG_CAPACITY);
+        let (mut kernel_rx, mut hw_rx) = (None, None);
+        for (level, kind, data) in control_messages(control.0.get(..controllen).unwrap_or_default())
+        {
+            if is_timestamping(level, kind) {
+                if let Some(ts) = parse_scm_timestamping(data) {
+                    kernel_rx = nonzero(ClockId::Realtime, ts[0]);
+                    hw_rx = nonzero(self.hw_clock, ts[2]);
                 }
             }
-            let from = addr
-                .decode(msg.msg_namelen)
-                .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
-            return Ok(Some(RecvInfo {
-                len,
-                from,
-                kernel_rx,
-                hw_rx,
-                truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-            }));
         }
+        let from = addr
+            .decode(msg.msg_namelen)
+            .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
+        RecvInfo {
+            len: n.min(cap),
+            from,
+            kernel_rx,
+            hw_rx,
+            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+        }
+    }
+
+    /// Receives up to [`RECV_BATCH_MAX`] datagrams with one `recvmmsg` call. `buf` is cut
+    /// into slots of `slot` bytes (one datagram each); `each` is called with the bytes
+    /// and the [`RecvInfo`] of every datagram received, in order. Returns how many there
+    /// were (0: nothing, as `Ok(None)` for [`UdpSocket::recv`]). A blocking mode waits for
+    /// the first datagram only, then takes whatever else is already queued.
+    pub fn recv_batch(
+        &self,
+        buf: &mut [u8],
+        slot: usize,
+        mode: RecvMode,
+        mut each: impl FnMut(&[u8], RecvInfo),
+    ) -> Result<usize, NetError> {
+        let flags = match mode {
+            RecvMode::Poll => libc::MSG_DONTWAIT,
+            RecvMode::Block { timeout: Some(d) } if d <= Duration::ZERO => libc::MSG_DONTWAIT,
+            RecvMode::Block { timeout: Some(d) } => {
+                self.set_rcvtimeo(d.as_nanos().saturating_add(999) / 1_000 * 1_000)?;
+                libc::MSG_WAITFORONE
+            }
+            RecvMode::Block { timeout: None } => {
+                self.set_rcvtimeo(0)?;
+                libc::MSG_WAITFORONE
+            }
+        };
+        if slot == 0 {
+            return Ok(0);
+        }
+        let count = (buf.len() / slot).min(RECV_BATCH_MAX);
+        if count == 0 {
+            return Ok(0);
+        }
+        let mut addrs: [RawAddr; RECV_BATCH_MAX] = std::array::from_fn(|_| RawAddr::zeroed());
+        let mut controls: [CmsgBuf; RECV_BATCH_MAX] =
+            std::array::from_fn(|_| CmsgBuf([0; CMSG_CAPACITY]));
+        let mut iovs: [libc::iovec; RECV_BATCH_MAX] = std::array::from_fn(|_| libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        });
+        // SAFETY: mmsghdr is plain old data; all-zero is valid.
+        let mut msgs: [libc::mmsghdr; RECV_BATCH_MAX] = unsafe { std::mem::zeroed() };
+        for (i, chunk) in buf.chunks_exact_mut(slot).take(count).enumerate() {
+            iovs[i] = libc::iovec {
+                iov_base: chunk.as_mut_ptr().cast(),
+                iov_len: slot,
+            };
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = (&mut addrs[i] as *mut RawAddr).cast();
+            h.msg_namelen = size_of::<RawAddr>() as libc::socklen_t;
+            h.msg_iov = &mut iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = controls[i].0.as_mut_ptr().cast();
+            h.msg_controllen = CMSG_CAPACITY as _;
+        }
+        // SAFETY: the first `count` entries of `msgs` point at live, writable buffers of
+        // the stated sizes (addresses, disjoint slots of `buf`, control buffers); no
+        // timeout pointer (its semantics are broken, see recvmmsg(2)).
+        let n = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                count as libc::c_uint,
+                flags as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = last_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                _ => Err(NetError::Io {
+                    op: "recvmmsg",
+                    source: e,
+                }),
+            };
+        }
+        let n = (n as usize).min(count);
+        for i in 0..n {
+            let info = self.describe_received(
+                &addrs[i],
+                &msgs[i].msg_hdr,
+                &controls[i],
+                msgs[i].msg_len as usize,
+                slot,
+            );
+            let start = i * slot;
+            let data = buf.get(start..start + info.len).unwrap_or_default();
+            each(data, info);
+        }
+        Ok(n)
     }
 
     /// Takes the next transmit timestamp from the error queue, without blocking.
@@ -1309,6 +1422,58 @@ mod tests {
         ids.sort_unstable();
         assert_eq!(ids, (0..100).collect::<Vec<u32>>());
         assert_eq!(tx.poll_tx_timestamp().unwrap(), None);
+    }
+
+    #[test]
+    fn batch_receive_keeps_order_and_timestamps() {
+        let rx = UdpSocket::bind(lo()).unwrap();
+        let tx = UdpSocket::bind(lo()).unwrap();
+        assert!(
+            rx.enable_timestamping(TimestampConfig::SOFTWARE)
+                .unwrap()
+                .rx_software
+        );
+        let dest = rx.local_addr().unwrap();
+        let mut buf = vec![0u8; 16 * 40];
+        assert_eq!(
+            rx.recv_batch(&mut buf, 16, RecvMode::Poll, |_, _| {})
+                .unwrap(),
+            0
+        );
+        for i in 0..40u8 {
+            tx.send_to(&[i; 3], dest).unwrap();
+        }
+        let mut got = Vec::new();
+        let start = std::time::Instant::now();
+        while got.len() < 40 && start.elapsed() < std::time::Duration::from_secs(5) {
+            let mode = RecvMode::Block {
+                timeout: Some(Duration::from_millis(100)),
+            };
+            let n = rx
+                .recv_batch(&mut buf, 16, mode, |data, info| {
+                    assert_eq!(info.len, 3);
+                    assert!(info.kernel_rx.is_some());
+                    assert!(!info.truncated);
+                    got.push(data[0]);
+                })
+                .unwrap();
+            assert!(n <= RECV_BATCH_MAX);
+        }
+        assert_eq!(got, (0..40).collect::<Vec<u8>>());
+        tx.send_to(&[9; 20], dest).unwrap();
+        assert!(wait_readable(rx.as_fd(), Some(Duration::from_secs(5))).unwrap());
+        let n = rx
+            .recv_batch(&mut buf, 16, RecvMode::Poll, |data, info| {
+                assert!(info.truncated);
+                assert_eq!(data, &[9u8; 16][..]);
+            })
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(
+            rx.recv_batch(&mut buf, 0, RecvMode::Poll, |_, _| {})
+                .unwrap(),
+            0
+        );
     }
 
     #[test]
