@@ -152,7 +152,7 @@ impl ClockMap {
         if target == ClockId::Tai {
             if let Some(tai) = tai_offset_s() {
                 let exact = tai.saturating_mul(1_000_000_000);
-                if (exact - offset).abs() <= uncertainty + 1 {
+                if exact.saturating_sub(offset).saturating_abs() <= uncertainty.saturating_add(1) {
                     offset = exact;
                     return ClockMap {
                         target,

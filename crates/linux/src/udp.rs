@@ -770,7 +770,7 @@ impl UdpSocket {
         if want_tx && kept & libc::SOF_TIMESTAMPING_OPT_ID == 0 {
             support.notes.push("the kernel did not keep SOF_TIMESTAMPING_OPT_ID: transmit timestamps cannot be matched to datagrams".to_string());
         }
-        if support.rx_software && !await_rx_timestamping(self.v6) {
+        if support.rx_software && !await_rx_timestamping() {
             support.notes.push("could not confirm that the kernel stamps received packets yet (no loopback to test on): the first datagrams may lack kernel_rx".to_string());
         }
         Ok(support)
@@ -1146,14 +1146,16 @@ fn getsockopt_timestamping(fd: RawFd) -> Option<libc::c_uint> {
 /// The first socket on a host to ask for RX timestamps makes the kernel switch them on
 /// through a deferred work item, so datagrams arriving in the next moments carry no
 /// timestamp. This sends probe datagrams between two throw-away loopback sockets until
-/// one arrives stamped (bounded to about 200 ms). Returns false when that cannot be
+/// one arrives stamped (bounded to about 150 ms per loopback). Returns false when that cannot be
 /// confirmed (e.g. loopback down in a fresh network namespace).
-fn await_rx_timestamping(v6: bool) -> bool {
-    let lo: SocketAddr = if v6 {
-        SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0))
-    } else {
-        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))
-    };
+fn await_rx_timestamping() -> bool {
+    // The switch is global, so any loopback works: IPv4 first, IPv6 if that is absent.
+    let v4 = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+    let v6 = SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0));
+    probe_rx_timestamping(v4) || probe_rx_timestamping(v6)
+}
+
+fn probe_rx_timestamping(lo: SocketAddr) -> bool {
     let pair = UdpSocket::bind(lo).and_then(|rx| {
         let tx = UdpSocket::bind(lo)?;
         let flags = libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
@@ -1174,7 +1176,7 @@ fn await_rx_timestamping(v6: bool) -> bool {
         return false;
     };
     let mut buf = [0u8; 8];
-    for _ in 0..200 {
+    for _ in 0..100 {
         if tx.send_to(b"ts", dest).is_err() {
             return false;
         }
