@@ -66,6 +66,33 @@
 //!   ([`Packet::push_hop`], [`Packet::set_t_send_ns_and_checksum`],
 //!   [`Packet::replace_hop`]) adjust the checksum incrementally (RFC 1624), so a packet
 //!   corrupted before a hop touched it still fails verification afterwards.
+//!
+//! # Example
+//!
+//! ```
+//! use lockstep_core::wire::probe::{
+//!     min_total_len, parse_probe, HopKind, HopRecord, Packet, ProbeRepr,
+//! };
+//!
+//! // Sender: a 200-byte probe with room for two hop records.
+//! let repr = ProbeRepr { flow_id: 7, seq: 1, frame: 42, total_len: 200, ..ProbeRepr::default() };
+//! assert!(min_total_len(2) <= repr.buffer_len());
+//! let mut buf = [0u8; 1500];
+//! let len = repr.emit_into(&mut buf)?;
+//! let mut packet = Packet::new_checked(&mut buf[..len])?;
+//! packet.set_t_send_ns_and_checksum(1_000_500); // right before send()
+//!
+//! // A router on the path appends its timestamps in place.
+//! let hop = HopRecord { node: 3, kind: HopKind::Router, rx_kernel_ns: 1_010_000,
+//!                       rx_app_ns: 1_012_000, tx_app_ns: 1_013_000 };
+//! packet.push_hop(&hop)?;
+//!
+//! // Receiver.
+//! let got = parse_probe(&buf[..len])?;
+//! assert_eq!((got.frame, got.t_send_ns), (42, 1_000_500));
+//! assert_eq!(got.hops(), &[hop]);
+//! # Ok::<(), lockstep_core::wire::WireError>(())
+//! ```
 
 use thiserror::Error;
 
