@@ -256,7 +256,7 @@ fn parse_duration(text: &str) -> Result<Duration, ParseDurationError> {
     let mut place = scale;
     for c in frac_part.chars() {
         let digit = c as u128 - '0' as u128;
-        if place % 10 != 0 {
+        if !place.is_multiple_of(10) {
             if digit != 0 {
                 return Err(ParseDurationError::TooPrecise(text.to_string()));
             }
@@ -384,10 +384,8 @@ mod tests {
         assert_eq!(Duration(999).to_string(), "999ns");
         assert_eq!(Duration(0).to_string(), "0ns");
         assert_eq!(Duration(-1_000_001).to_string(), "-1.000001ms");
-        assert_eq!(
-            Duration(i64::MIN).to_string().parse::<Duration>().is_err(),
-            true
-        );
+        // i64::MIN prints, but its magnitude is out of range for parsing
+        assert!(Duration(i64::MIN).to_string().parse::<Duration>().is_err());
     }
 
     proptest::proptest! {

@@ -126,7 +126,7 @@ impl FromStr for PacketRate {
 
 impl fmt::Display for PacketRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.milli_pps % 1000 == 0 {
+        if self.milli_pps.is_multiple_of(1000) {
             write!(f, "{}pps", self.milli_pps / 1000)
         } else {
             write!(f, "{}pps", self.pps())
