@@ -75,7 +75,7 @@ pub struct OutputArgs {
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
     /// Stream raw per-sample CSV to FILE (default: DIR/samples.csv with --output).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "", value_parser = parse_path_or_empty)]
     pub samples: Option<PathBuf>,
     /// No progress on stderr.
     #[arg(long, short = 'q')]
@@ -106,6 +106,12 @@ pub fn parse_duration_positive(s: &str) -> Result<Duration, String> {
             "expected a positive duration like 100us, got \"{s}\""
         ))
     }
+}
+
+/// A path, or the empty string `--samples` gets without a value (clap's own path
+/// parser refuses empty values, which would make the bare flag an error).
+pub fn parse_path_or_empty(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
 }
 
 pub fn parse_count(s: &str) -> Result<u64, String> {
