@@ -113,10 +113,19 @@ pub struct GapReport {
     pub backward_steps: u64,
 }
 
+/// Gaps shorter than this are counted in a plain array (one increment on the hot path)
+/// and folded into the histogram when a report is made: nearly every gap of the
+/// oslat loop is a single clock read of a few tens of nanoseconds, so the loop runs
+/// about as fast as the clock can be read.
+const DIRECT_NS: usize = 1024;
+
 /// Records the gaps between consecutive clock readings (see the module docs).
 #[derive(Clone, Debug)]
 pub struct GapRecorder {
     threshold_ns: i64,
+    /// Gaps in `0..DIRECT_NS`, by value.
+    direct: Box<[u64]>,
+    /// All other gaps (long and negative ones).
     gaps: Histogram,
     first_ns: Option<i64>,
     last_ns: i64,
@@ -136,6 +145,7 @@ impl GapRecorder {
         }
         Ok(GapRecorder {
             threshold_ns: threshold.as_nanos(),
+            direct: vec![0; DIRECT_NS].into_boxed_slice(),
             gaps: preallocated(),
             first_ns: None,
             last_ns: 0,
@@ -160,7 +170,10 @@ impl GapRecorder {
         };
         let gap = t_ns.saturating_sub(self.last_ns);
         self.last_ns = t_ns;
-        self.gaps.record(gap);
+        match self.direct.get_mut(gap as u64 as usize) {
+            Some(c) if gap >= 0 => *c += 1,
+            _ => self.gaps.record(gap),
+        }
         if gap < 0 {
             self.backward += 1;
         } else if gap > self.threshold_ns {
@@ -184,8 +197,19 @@ impl GapRecorder {
         self.reads
     }
 
-    pub fn gaps(&self) -> &Histogram {
-        &self.gaps
+    /// All gaps so far as one histogram (builds it: for reports and progress lines,
+    /// not for the hot loop).
+    pub fn gaps(&self) -> Histogram {
+        let mut h = self.gaps.clone();
+        for (v, &c) in self.direct.iter().enumerate() {
+            h.record_n(v as i64, c);
+        }
+        h
+    }
+
+    /// The longest gap so far.
+    pub fn max_gap(&self) -> Option<i64> {
+        (self.reads > 1).then_some(self.max_gap_ns)
     }
 
     /// From the first reading to the last.
@@ -199,10 +223,11 @@ impl GapRecorder {
 
     pub fn report(&self) -> GapReport {
         let span_ns = self.span().as_nanos();
+        let gaps = self.gaps();
         GapReport {
             reads: self.reads,
-            gaps: self.gaps.summary(),
-            gaps_pow2: pow2_buckets(&self.gaps),
+            gaps: gaps.summary(),
+            gaps_pow2: pow2_buckets(&gaps),
             threshold_ns: self.threshold_ns,
             above_threshold: self.above,
             stolen_ns: self.stolen_ns,
@@ -436,6 +461,7 @@ mod tests {
         assert_eq!(r.span_ns, 2660);
         assert_eq!(r.stolen_fraction, 2500.0 / 2660.0);
         assert_eq!(r.max_gap_at_ns, Some(2660));
+        assert_eq!(g.max_gap(), Some(2000));
         assert_eq!(r.backward_steps, 0);
         assert_eq!(
             r.gaps_pow2,
@@ -465,6 +491,23 @@ mod tests {
     }
 
     #[test]
+    fn short_and_long_gaps_end_up_in_one_distribution() {
+        // Gaps on both sides of the direct-count limit.
+        let mut g = GapRecorder::new(Duration::from_micros(10)).unwrap();
+        let mut t = 0;
+        assert_eq!(g.record(t), None);
+        let mut exact = Histogram::new();
+        for gap in [0, 1, 1023, 1024, 1025, 40, 40, 1_000_000] {
+            t += gap;
+            assert_eq!(g.record(t), Some(gap));
+            exact.record(gap);
+        }
+        assert_eq!(g.gaps(), exact);
+        assert_eq!(g.report().gaps, exact.summary());
+        assert_eq!(g.max_gap(), Some(1_000_000));
+    }
+
+    #[test]
     fn empty_and_single_reading() {
         let mut g = GapRecorder::new(Duration::MICROSECOND).unwrap();
         let r = g.report();
@@ -473,7 +516,9 @@ mod tests {
             (0, 0, 0, 0.0)
         );
         assert_eq!(r.max_gap_at_ns, None);
+        assert_eq!(g.max_gap(), None);
         assert_eq!(g.record(5), None);
+        assert_eq!(g.max_gap(), None);
         let r = g.report();
         assert_eq!((r.reads, r.gaps.count, r.span_ns), (1, 0, 0));
         assert!(r.gaps_pow2.is_empty());

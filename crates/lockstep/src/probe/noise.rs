@@ -1,11 +1,377 @@
-//! `lockstep probe noise` (being written).
+//! `lockstep probe noise`: what the OS steals from a busy loop.
+//!
+//! Default (oslat-style): read the clock back to back on one CPU and record every gap
+//! between consecutive readings; gaps above `--threshold` are stolen time.
+//! With `--period P`: the *dummy program* of toussaint2018 — spin until each tick
+//! `start + i·P` and timestamp it; the deviation of each tick interval from `P` is the
+//! network-independent jitter a stream with that packet period would see.
+//!
+//! Both loops only read the clock and call the sans-IO accumulators of
+//! `lockstep_core::measure::noise`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
+use lockstep_core::measure::noise::{GapRecorder, GapReport, TickRecorder, TickReport};
+use lockstep_core::sched::{Policy, WaitStrategy};
+use lockstep_core::{ClockId, Duration, Instant};
+use lockstep_linux::{clock, signal, Waiter};
+use serde_json::{json, Value};
+
+use super::timer::{progress_head, Progress};
+use crate::cli::{
+    parse_clock, parse_count, parse_duration_positive, LengthArgs, OutputArgs, RtArgs,
+};
+use crate::report::human::{dist_table, fmt_ns, kv};
+use crate::report::{Output, ResultDoc, SampleWriter};
+use crate::{EnvError, UsageError};
+
+/// Run length when neither --duration nor --count is given.
+const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
 
 #[derive(Args, Debug)]
-pub struct NoiseArgs {}
+pub struct NoiseArgs {
+    /// Dummy-program mode (toussaint2018): spin until each tick of this period and
+    /// timestamp it (e.g. 7.41us, the packet period of an ST 2022-6 stream).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    pub period: Option<Duration>,
+    /// Gaps between clock readings longer than this count as stolen time (one clock
+    /// read takes tens of nanoseconds; a timer tick or an interrupt costs microseconds).
+    /// Only reported: it does not fail the run.
+    #[arg(long, value_name = "DUR", default_value = "1us", value_parser = parse_duration_positive)]
+    pub threshold: Duration,
+    /// With --period: a tick interval longer than period + this is a spike.
+    #[arg(long, value_name = "DUR", default_value = "5us", value_parser = parse_duration_positive)]
+    pub spike: Duration,
+    /// With --period: how many spikes to list (all are counted).
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = parse_count)]
+    pub max_spikes: u64,
+    /// Clock to read.
+    #[arg(long, value_name = "tai|realtime|monotonic", default_value = "monotonic", value_parser = parse_clock)]
+    pub clock: ClockId,
+    #[command(flatten)]
+    pub length: LengthArgs,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
 
-pub fn run(_args: NoiseArgs) -> Result<()> {
-    anyhow::bail!("probe noise: not built yet")
+pub fn run(args: NoiseArgs) -> Result<()> {
+    let (duration, count) = args.length.or_default(DEFAULT_LENGTH);
+    clock::check(args.clock).map_err(|e| EnvError(e.to_string()))?;
+    let max_spikes = usize::try_from(args.max_spikes)
+        .map_err(|_| UsageError(format!("--max-spikes: {} is too large", args.max_spikes)))?;
+    // Validate the accumulators' settings before touching the system.
+    GapRecorder::new(args.threshold).map_err(|e| UsageError(format!("--threshold: {e}")))?;
+    if let Some(p) = args.period {
+        TickRecorder::new(0, p, args.spike, 0).map_err(|e| UsageError(e.to_string()))?;
+    }
+    let req = args.rt.request();
+    let mode = if args.period.is_some() {
+        "period"
+    } else {
+        "gaps"
+    };
+    let config = json!({
+        "mode": mode,
+        "duration_ns": duration.map(|d| d.as_nanos()),
+        "count": count,
+        "clock": args.clock,
+        "threshold_ns": args.threshold.as_nanos(),
+        "period_ns": args.period.map(|p| p.as_nanos()),
+        "spike_ns": args.period.map(|_| args.spike.as_nanos()),
+        "max_spikes": args.period.map(|_| args.max_spikes),
+        "rt_request": req,
+    });
+    let out = Output::new(&args.out)?;
+    let header: &[&str] = if args.period.is_some() {
+        &[
+            "index",
+            "deadline_ns",
+            "t_ns",
+            "interval_ns",
+            "deviation_ns",
+            "lateness_ns",
+        ]
+    } else {
+        &["read_index", "t_ns", "gap_ns"]
+    };
+    let mut samples = out.sample_writer(header)?;
+    let mut doc = ResultDoc::new("probe.noise", config);
+
+    let rt = lockstep_linux::rt::apply(&req)?;
+    doc.set_realtime(&rt);
+    if rt.cpu.is_none() {
+        doc.warn(
+            "no --cpu: the loop may migrate between CPUs; pin it (--cpu N) to measure one CPU",
+        );
+    }
+    if rt.policy != Policy::Other {
+        doc.warn(
+            "busy loop under a real-time policy: unless kernel.sched_rt_runtime_us is -1, RT throttling takes the CPU away for a while every second and shows up as noise",
+        );
+    }
+
+    let limits = Limits { duration, count };
+    let results = match args.period {
+        None => {
+            let rec = GapRecorder::new(args.threshold).map_err(|e| UsageError(e.to_string()))?;
+            let (report, stopped) =
+                run_gaps(rec, args.clock, limits, &mut samples, args.out.quiet)?;
+            if report.backward_steps > 0 {
+                doc.warn(format!(
+                    "the {} clock went back {} times during the run (stepped by NTP or by hand)",
+                    args.clock, report.backward_steps
+                ));
+            }
+            Results::Gaps(report, stopped)
+        }
+        Some(period) => {
+            let start = clock::now(args.clock);
+            let rec = TickRecorder::new(start.ns, period, args.spike, max_spikes)
+                .map_err(|e| UsageError(e.to_string()))?;
+            let (report, stopped) = run_ticks(
+                rec,
+                start.ns,
+                args.clock,
+                limits,
+                &mut samples,
+                args.out.quiet,
+            )?;
+            if report.late_ticks > 0 {
+                doc.warn(format!(
+                    "{} ticks were served more than one period late (the loop caught up after a stall)",
+                    report.late_ticks
+                ));
+            }
+            Results::Ticks(report, stopped)
+        }
+    };
+    drop(rt);
+    if let Some(s) = samples.take() {
+        s.finish()?;
+    }
+
+    let (value, stopped, text) = match &results {
+        Results::Gaps(r, s) => (serde_json::to_value(r), *s, human_gaps(r)),
+        Results::Ticks(r, s) => (serde_json::to_value(r), *s, human_ticks(r)),
+    };
+    if let Value::Object(map) = value.context("cannot encode the report")? {
+        doc.results.extend(map);
+    }
+    doc.insert("mode", mode);
+    doc.insert("stopped_by", stopped);
+    let mut text = text;
+    for w in &doc.warnings {
+        text.push_str(&format!("warning: {w}\n"));
+    }
+    out.human(&text);
+    out.finish(&doc)
+}
+
+enum Results {
+    Gaps(GapReport, &'static str),
+    Ticks(TickReport, &'static str),
+}
+
+#[derive(Clone, Copy)]
+struct Limits {
+    duration: Option<Duration>,
+    count: Option<u64>,
+}
+
+/// The oslat loop: read, record, check the end. A row is written only for a gap above
+/// the threshold (the write itself may then show up in the next gap, rarely: rows are
+/// buffered and flushed every few thousand).
+fn run_gaps(
+    mut rec: GapRecorder,
+    clk: ClockId,
+    lim: Limits,
+    samples: &mut Option<SampleWriter>,
+    quiet: bool,
+) -> Result<(GapReport, &'static str)> {
+    let start = clock::now(clk).ns;
+    let end = lim
+        .duration
+        .map_or(i64::MAX, |d| start.saturating_add(d.as_nanos()));
+    let count = lim.count.unwrap_or(u64::MAX);
+    let mut progress = Progress::new(quiet, start);
+    let stopped = loop {
+        let t = clock::now(clk).ns;
+        if let Some(gap) = rec.record(t) {
+            if rec.is_above(gap) {
+                if let Some(s) = samples.as_mut() {
+                    s.row(&[Some(rec.reads() as i64 - 1), Some(t), Some(gap)])?;
+                }
+            }
+        }
+        if t >= end {
+            break "duration";
+        }
+        if rec.reads() >= count {
+            break "count";
+        }
+        if progress.due(t) {
+            eprintln!(
+                "{}  max={} stolen={} ({:.3}%)",
+                progress_head(
+                    Duration::from_nanos(t - start),
+                    lim.duration,
+                    rec.reads(),
+                    lim.count
+                ),
+                rec.max_gap().map(fmt_ns).unwrap_or_default(),
+                fmt_ns(rec.stolen().as_nanos()),
+                100.0 * rec.stolen().as_nanos() as f64 / rec.span().as_nanos().max(1) as f64,
+            );
+        }
+        // The stop flag is one relaxed load; checking it every read costs nothing
+        // measurable next to the clock read.
+        if signal::stop_requested() {
+            break "signal";
+        }
+    };
+    Ok((rec.report(), stopped))
+}
+
+/// The dummy program: spin to each tick of the grid, timestamp, record.
+fn run_ticks(
+    mut rec: TickRecorder,
+    start: i64,
+    clk: ClockId,
+    lim: Limits,
+    samples: &mut Option<SampleWriter>,
+    quiet: bool,
+) -> Result<(TickReport, &'static str)> {
+    let end = lim
+        .duration
+        .map_or(i64::MAX, |d| start.saturating_add(d.as_nanos()));
+    let count = lim.count.unwrap_or(u64::MAX);
+    let spin = Waiter::new(clk, WaitStrategy::Spin);
+    let mut progress = Progress::new(quiet, start);
+    let stopped = loop {
+        let deadline = rec.next_deadline();
+        if deadline > end {
+            break "duration";
+        }
+        let t = spin.wait_until(Instant::new(clk, deadline)).ns;
+        let k = rec.record(t);
+        if let Some(s) = samples.as_mut() {
+            s.row(&[
+                Some(k.index as i64),
+                Some(k.deadline_ns),
+                Some(t),
+                k.interval_ns,
+                k.deviation_ns,
+                Some(k.lateness_ns),
+            ])?;
+        }
+        if rec.ticks() >= count {
+            break "count";
+        }
+        if signal::stop_requested() {
+            break "signal";
+        }
+        if progress.due(t) {
+            let d = rec.deviation();
+            eprintln!(
+                "{}  dev p99.9={} max={} spikes={}",
+                progress_head(
+                    Duration::from_nanos(t - start),
+                    lim.duration,
+                    rec.ticks(),
+                    lim.count
+                ),
+                d.percentile(99.9).map(fmt_ns).unwrap_or_default(),
+                d.max().map(fmt_ns).unwrap_or_default(),
+                rec.spikes_total(),
+            );
+        }
+    };
+    Ok((rec.report(), stopped))
+}
+
+fn human_gaps(r: &GapReport) -> String {
+    let mut s = String::from("gaps between consecutive clock readings\n");
+    s.push_str(&dist_table(&[("gap", &r.gaps)]));
+    s.push('\n');
+    s.push_str(&kv(&[
+        ("reads", r.reads.to_string()),
+        ("span", fmt_ns(r.span_ns)),
+        (
+            "stolen",
+            format!(
+                "{} in {} gaps > {} ({:.4}% of the run)",
+                fmt_ns(r.stolen_ns),
+                r.above_threshold,
+                fmt_ns(r.threshold_ns),
+                100.0 * r.stolen_fraction
+            ),
+        ),
+        (
+            "max gap at",
+            r.max_gap_at_ns
+                .map(|t| format!("{} after start", fmt_ns(t)))
+                .unwrap_or_else(|| "-".into()),
+        ),
+    ]));
+    s.push_str("\ngap shape (power-of-two ranges)\n");
+    for b in &r.gaps_pow2 {
+        s.push_str(&format!(
+            "  [{:>9}, {:>9})  {:>12}\n",
+            fmt_ns(b.from_ns),
+            fmt_ns(b.to_ns),
+            b.count
+        ));
+    }
+    s
+}
+
+/// How many spikes the human summary lists (the JSON has up to --max-spikes).
+const SPIKES_SHOWN: usize = 10;
+
+fn human_ticks(r: &TickReport) -> String {
+    let mut s = format!(
+        "dummy program: ticks every {}\n",
+        Duration::from_nanos(r.period_ns)
+    );
+    s.push_str(&dist_table(&[
+        ("interval-P", &r.deviation),
+        ("lateness", &r.lateness),
+    ]));
+    s.push('\n');
+    s.push_str(&kv(&[
+        ("ticks", r.ticks.to_string()),
+        ("span", fmt_ns(r.span_ns)),
+        (
+            "spikes",
+            format!(
+                "{} with interval > P + {}",
+                r.spikes_total,
+                fmt_ns(r.spike_threshold_ns)
+            ),
+        ),
+        (
+            "late ticks",
+            format!("{} (served more than one period late)", r.late_ticks),
+        ),
+    ]));
+    if !r.spikes.is_empty() {
+        s.push_str("\nfirst spikes (tick, time since start, interval - P)\n");
+        for sp in r.spikes.iter().take(SPIKES_SHOWN) {
+            s.push_str(&format!(
+                "  {:>10}  {:>10}  {:>10}\n",
+                sp.index,
+                fmt_ns(sp.since_start_ns),
+                fmt_ns(sp.deviation_ns)
+            ));
+        }
+        if r.spikes_total > SPIKES_SHOWN as u64 {
+            s.push_str(&format!(
+                "  … {} more\n",
+                r.spikes_total - SPIKES_SHOWN as u64
+            ));
+        }
+    }
+    s
 }
