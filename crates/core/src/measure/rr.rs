@@ -393,6 +393,14 @@ impl RrClientState {
         }
     }
 
+    /// Answered requests whose split still waits for the TX timestamp.
+    pub fn awaiting_tx(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::Answered)
+            .count()
+    }
+
     pub fn sent(&self) -> u64 {
         self.sent
     }
@@ -475,7 +483,9 @@ mod tests {
             }
         );
         assert!(!c.is_outstanding(0));
+        assert_eq!(c.awaiting_tx(), 1);
         let s = c.on_tx_timestamp(0, 1_800).unwrap();
+        assert_eq!(c.awaiting_tx(), 0);
         assert_eq!(
             s,
             RrSample {

@@ -1,11 +1,648 @@
-//! `lockstep probe stream` (being written).
+//! `lockstep probe stream`: a constant-bit-rate sender of probe packets.
+//!
+//! Packet `i` is meant to leave at `t0 = start + i * period` (the grid of
+//! [`lockstep_core::measure::pacer`], which also decides what happens when the sender
+//! is late: send at once, skip slots beyond `--max-behind`). Every packet carries its
+//! sequence number, frame index, `t0`, the wake-up time `t_wake` (read after the wait)
+//! and `t_send` (read right before `send`), so a `lockstep probe sink` can split the
+//! one-way latency (SPEC §3). The sender itself reports what only it can see:
+//! `L_I = t_wake − t0`, and the kernel part of `L_Tx` from software TX timestamps
+//! (`SO_TIMESTAMPING`): kernel TX timestamp − `t_send` and − `t_wake`.
+//!
+//! TX timestamps come back on the socket's error queue. It is drained without blocking,
+//! one entry at a time while the next slot is at least [`DRAIN_SLACK`] away (or
+//! regardless once [`DRAIN_FORCE`] are waiting, so the queue never overflows), and
+//! once more at the end.
+//!
+//! The pacing strategy defaults to `hybrid` here (sleep until `--margin` before the
+//! slot, then spin): plain sleeping pays the full timer wake-up latency on every
+//! packet, and at 100 kpps a 50 µs margin means the sender spins most of the time,
+//! which is what a stream that wants its grid needs.
 
-use anyhow::Result;
-use clap::Args;
+use std::net::SocketAddr;
+use std::time::Duration as StdDuration;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use lockstep_core::measure::pacer::{self, Pacer, DEFAULT_MAX_BEHIND};
+use lockstep_core::sched::WaitStrategy;
+use lockstep_core::stats::Histogram;
+use lockstep_core::units::{PacketRate, Size};
+use lockstep_core::wire::{ProbePacket, ProbeRepr, HEADER_LEN};
+use lockstep_core::{Duration, Instant};
+use lockstep_linux::signal::stop_requested;
+use lockstep_linux::udp::{TimestampConfig, UdpSocket};
+use lockstep_linux::{ClockMap, Waiter};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::{
+    parse_dscp, parse_duration_positive, parse_rate, parse_size, LengthArgs, OutputArgs, RtArgs,
+    WaitArgs,
+};
+use crate::report::human::{dist_table, kv};
+use crate::report::{Output, ResultDoc, SampleWriter};
+use crate::{EnvError, UsageError};
+
+/// Largest UDP payload over IPv4.
+pub(crate) const MAX_UDP_PAYLOAD: u64 = 65_507;
+/// Drain a TX timestamp only when the next packet is at least this far away (one
+/// `recvmsg(MSG_ERRQUEUE)` costs about a microsecond)...
+const DRAIN_SLACK: Duration = Duration::from_micros(3);
+/// ... unless this many are waiting: then drain regardless, before the error queue
+/// (charged to the socket receive buffer) overflows.
+const DRAIN_FORCE: u64 = 256;
+/// Sent packets remembered for matching TX timestamps.
+const TX_RING: usize = 8192;
+/// How long to wait for the last TX timestamps at the end.
+const FINAL_DRAIN: StdDuration = StdDuration::from_millis(200);
+/// Default rate when neither --rate, --period nor --preset is given.
+const DEFAULT_PERIOD: Duration = Duration::from_micros(100);
+/// Default run length.
+const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// Named stream profiles; explicit flags override their values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+pub enum Preset {
+    /// SMPTE ST 2022-6 (uncompressed HD-SDI over IP): 1376-byte payloads every 7.41 µs.
+    #[value(name = "st2022-6")]
+    #[serde(rename = "st2022-6")]
+    St2022_6,
+}
+
+impl Preset {
+    fn period(self) -> Duration {
+        match self {
+            Preset::St2022_6 => Duration::from_nanos(7_410),
+        }
+    }
+    fn size(self) -> u64 {
+        match self {
+            Preset::St2022_6 => 1376,
+        }
+    }
+}
 
 #[derive(Args, Debug)]
-pub struct StreamArgs {}
+#[command(mut_arg("strategy", |a| a.default_value("hybrid")))]
+pub struct StreamArgs {
+    /// Where to send the probe packets.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub to: SocketAddr,
+    /// Local address to send from (default: any address, a free port).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
+    pub bind: Option<SocketAddr>,
+    /// Packet rate, e.g. 100000pps or 135kpps (default 10000pps).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, conflicts_with = "period")]
+    pub rate: Option<PacketRate>,
+    /// Time between packets, e.g. 7.41us (instead of --rate).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    pub period: Option<Duration>,
+    /// UDP payload size, at least the 64-byte probe header (default 64B).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub size: Option<Size>,
+    /// DSCP codepoint to mark the packets with (0..63).
+    #[arg(long, value_name = "DSCP", value_parser = parse_dscp)]
+    pub dscp: Option<u8>,
+    /// Flow id carried in every packet (a sink separates flows by it).
+    #[arg(long, value_name = "ID", default_value_t = 0)]
+    pub flow: u32,
+    /// A named profile: st2022-6 = 1376-byte payloads every 7.41us.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<Preset>,
+    /// Catch-up bound: a late sender sends the missed slots at once, but skips all
+    /// but this many (0 = never catch up).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BEHIND)]
+    pub max_behind: u64,
+    #[command(flatten)]
+    pub length: LengthArgs,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
 
-pub fn run(_args: StreamArgs) -> Result<()> {
-    anyhow::bail!("probe stream: not built yet")
+/// `ADDR:PORT` (IPv4, `[IPv6]:PORT`, or `localhost:PORT`).
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = t.strip_prefix("localhost:") {
+        if let Ok(p) = port.parse::<u16>() {
+            return Ok(SocketAddr::from(([127, 0, 0, 1], p)));
+        }
+    }
+    Err(format!(
+        "expected ADDR:PORT like 127.0.0.1:9000 or [::1]:9000, got \"{s}\""
+    ))
+}
+
+/// The payload size: `given` (or `default`), checked against `min` (the probe header
+/// and the hop records the command needs) and the largest UDP payload.
+pub(crate) fn check_size(
+    given: Option<Size>,
+    default: u64,
+    min: usize,
+    why: &str,
+) -> Result<usize> {
+    let size = given.map(|s| s.bytes()).unwrap_or(default);
+    if size < min as u64 {
+        return Err(UsageError(format!(
+            "--size: {size}B is below the minimum of {min}B ({why})"
+        ))
+        .into());
+    }
+    if size > MAX_UDP_PAYLOAD {
+        return Err(UsageError(format!(
+            "--size: {size}B is above the largest UDP payload ({MAX_UDP_PAYLOAD}B)"
+        ))
+        .into());
+    }
+    Ok(size as usize)
+}
+
+/// The local address to bind when none was given: any address of `to`'s family.
+pub(crate) fn any_addr_for(to: &SocketAddr) -> SocketAddr {
+    if to.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from(([0u16; 8], 0))
+    }
+}
+
+/// Copies every field of a serialized report into the document's results.
+pub(crate) fn insert_all(doc: &mut ResultDoc, report: &impl Serialize) {
+    if let Ok(Value::Object(map)) = serde_json::to_value(report) {
+        for (k, v) in map {
+            doc.insert(&k, v);
+        }
+    }
+}
+
+/// Applies the real-time request and records it in the document.
+pub(crate) fn apply_rt(rt: &RtArgs, doc: &mut ResultDoc) -> Result<lockstep_linux::RtState> {
+    let state = lockstep_linux::rt::apply(&rt.request())?;
+    doc.set_realtime(&state);
+    Ok(state)
+}
+
+/// `ClockMap::measure`, turning a kernel timestamp into the run's clock.
+pub(crate) fn to_run_clock(map: &ClockMap, t: Instant) -> i64 {
+    map.to_target(t.ns).ns
+}
+
+#[derive(Serialize)]
+struct StreamConfig {
+    to: String,
+    bind: Option<String>,
+    period_ns: i64,
+    rate_pps: f64,
+    size_bytes: usize,
+    dscp: Option<u8>,
+    flow: u32,
+    preset: Option<Preset>,
+    max_behind: u64,
+    duration_ns: Option<i64>,
+    count: Option<u64>,
+    clock: lockstep_core::ClockId,
+    strategy: WaitStrategy,
+    margin_ns: i64,
+}
+
+/// Send errors by kind; none is fatal.
+#[derive(Default, Serialize, Debug)]
+struct SendErrors {
+    /// ENOBUFS: a full device queue or socket buffer.
+    enobufs: u64,
+    /// EAGAIN/EWOULDBLOCK.
+    eagain: u64,
+    /// ECONNREFUSED: an ICMP port unreachable came back (nobody listening yet).
+    refused: u64,
+    other: u64,
+    /// The last error of kind `other`, for the user to read.
+    last_other: Option<String>,
+}
+
+impl SendErrors {
+    fn count(&mut self, e: &lockstep_linux::NetError) {
+        match e.raw_os_error() {
+            Some(libc::ENOBUFS) => self.enobufs += 1,
+            Some(libc::EAGAIN) => self.eagain += 1,
+            Some(libc::ECONNREFUSED) => self.refused += 1,
+            _ => {
+                self.other += 1;
+                self.last_other = Some(e.to_string());
+            }
+        }
+    }
+    fn total(&self) -> u64 {
+        self.enobufs + self.eagain + self.refused + self.other
+    }
+}
+
+/// A sent packet waiting for its TX timestamp.
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    used: bool,
+    id: u32,
+    seq: u64,
+    frame: u64,
+    t0: i64,
+    t_wake: i64,
+    t_send: i64,
+}
+
+/// The sender's bookkeeping of TX timestamps.
+struct TxBook {
+    ring: Vec<Pending>,
+    tx_from_send: Histogram,
+    tx_from_wake: Histogram,
+    matched: u64,
+    unmatched: u64,
+    /// Timestamps without a software time (not counted as matched or unmatched).
+    orphans: u64,
+    samples: Option<SampleWriter>,
+}
+
+impl TxBook {
+    fn note_sent(&mut self, p: Pending) -> Result<()> {
+        let idx = p.id as usize % TX_RING;
+        let old = std::mem::replace(&mut self.ring[idx], p);
+        if old.used {
+            self.write_row(&old, None)?;
+        }
+        Ok(())
+    }
+
+    fn on_tx(&mut self, id: u32, ts: i64) -> Result<()> {
+        let idx = id as usize % TX_RING;
+        let p = self.ring[idx];
+        if !p.used || p.id != id {
+            self.unmatched += 1;
+            return Ok(());
+        }
+        self.ring[idx].used = false;
+        self.matched += 1;
+        self.tx_from_send.record(ts.saturating_sub(p.t_send));
+        self.tx_from_wake.record(ts.saturating_sub(p.t_wake));
+        self.write_row(&p, Some(ts))
+    }
+
+    fn write_row(&mut self, p: &Pending, tx: Option<i64>) -> Result<()> {
+        if let Some(w) = self.samples.as_mut() {
+            w.row(&[
+                i64::try_from(p.seq).ok(),
+                i64::try_from(p.frame).ok(),
+                Some(p.t0),
+                Some(p.t_wake),
+                Some(p.t_send),
+                tx,
+                tx.map(|t| t.saturating_sub(p.t_send)),
+                Some(p.t_wake.saturating_sub(p.t0)),
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// Writes the rows still waiting (no TX timestamp came), in sequence order.
+    fn flush_unmatched(&mut self) -> Result<u64> {
+        let mut left: Vec<Pending> = self.ring.iter().filter(|p| p.used).copied().collect();
+        left.sort_unstable_by_key(|p| p.seq);
+        for p in &left {
+            self.write_row(p, None)?;
+        }
+        self.ring.iter_mut().for_each(|p| p.used = false);
+        Ok(left.len() as u64)
+    }
+}
+
+fn drain_tx(sock: &UdpSocket, map: &ClockMap, book: &mut TxBook, max: usize) -> Result<usize> {
+    let mut n = 0;
+    while n < max {
+        match sock.poll_tx_timestamp() {
+            Ok(Some(ts)) => {
+                n += 1;
+                match ts.software {
+                    Some(sw) => book.on_tx(ts.id, to_run_clock(map, sw))?,
+                    None => book.orphans += 1,
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return Err(e).context("reading TX timestamps"),
+        }
+    }
+    Ok(n)
+}
+
+pub fn run(args: StreamArgs) -> Result<()> {
+    let period = match (args.rate, args.period, args.preset) {
+        (Some(r), _, _) => r
+            .period()
+            .ok_or_else(|| UsageError("--rate: must be above 0pps".into()))?,
+        (None, Some(p), _) => p,
+        (None, None, Some(preset)) => preset.period(),
+        (None, None, None) => DEFAULT_PERIOD,
+    };
+    if !period.is_positive() {
+        return Err(UsageError(format!("--rate: the period {period} is below 1ns")).into());
+    }
+    let default_size = args.preset.map(Preset::size).unwrap_or(HEADER_LEN as u64);
+    let size = check_size(args.size, default_size, HEADER_LEN, "the probe header")?;
+    let (duration, count) = args.length.or_default(DEFAULT_DURATION);
+    let target_pps = 1e9 / period.as_nanos() as f64;
+    let clock = args.wait.clock;
+
+    let config = StreamConfig {
+        to: args.to.to_string(),
+        bind: args.bind.map(|b| b.to_string()),
+        period_ns: period.as_nanos(),
+        rate_pps: target_pps,
+        size_bytes: size,
+        dscp: args.dscp,
+        flow: args.flow,
+        preset: args.preset,
+        max_behind: args.max_behind,
+        duration_ns: duration.map(|d| d.as_nanos()),
+        count,
+        clock,
+        strategy: args.wait.strategy,
+        margin_ns: args.wait.margin.as_nanos(),
+    };
+    let out = Output::new(&args.output)?;
+    let mut doc = ResultDoc::new("probe.stream", &config);
+
+    let waiter = Waiter::new(clock, args.wait.strategy).with_margin(args.wait.margin);
+    waiter.check().map_err(|e| EnvError(e.to_string()))?;
+    let spinner = Waiter::new(clock, WaitStrategy::Spin);
+
+    let bind = args.bind.unwrap_or_else(|| any_addr_for(&args.to));
+    let sock = UdpSocket::bind(bind).with_context(|| format!("--bind {bind}"))?;
+    sock.connect(args.to)
+        .with_context(|| format!("--to {}", args.to))?;
+    if let Some(dscp) = args.dscp {
+        sock.set_dscp(dscp).context("--dscp")?;
+    }
+    let support = sock.enable_timestamping(TimestampConfig {
+        tx_software: true,
+        rx_software: false,
+        hardware: false,
+    });
+    let tx_ts = match support {
+        Ok(s) => s.tx_software,
+        Err(e) => {
+            doc.warn(format!(
+                "software TX timestamps unavailable ({e}): the sender reports no L_Tx"
+            ));
+            false
+        }
+    };
+    let map = ClockMap::measure(clock);
+
+    let mut book = TxBook {
+        ring: vec![Pending::default(); TX_RING],
+        tx_from_send: Histogram::new(),
+        tx_from_wake: Histogram::new(),
+        matched: 0,
+        unmatched: 0,
+        orphans: 0,
+        samples: out.sample_writer(&[
+            "seq",
+            "frame",
+            "t0",
+            "t_wake",
+            "t_send",
+            "tx_kernel",
+            "l_tx",
+            "l_i",
+        ])?,
+    };
+    // Size the histograms up front so recording never allocates mid-run.
+    for h in [&mut book.tx_from_send, &mut book.tx_from_wake] {
+        h.record(1_000_000_000);
+        h.reset();
+    }
+    let mut l_i = Histogram::new();
+    l_i.record(1_000_000_000);
+    l_i.reset();
+
+    // The probe packet template; per packet only seq, frame, t0, t_wake, t_send change.
+    let mut buf = vec![0u8; size];
+    let template = ProbeRepr {
+        flow_id: args.flow,
+        total_len: size as u32,
+        ..ProbeRepr::default()
+    };
+    template
+        .emit_into(&mut buf)
+        .map_err(|e| UsageError(format!("--size: {e}")))?;
+
+    let _rt = apply_rt(&args.rt, &mut doc)?;
+    out.progress(&format!(
+        "lockstep probe stream: {} pps ({} period), {size}B to {}, strategy {}, clock {clock}",
+        fmt_rate(target_pps),
+        period,
+        args.to,
+        args.wait.strategy
+    ));
+
+    // Start the grid a little ahead so the first packet is not already late.
+    let lead = Duration::from_millis(1).max(period);
+    let start = waiter.now().ns.saturating_add(lead.as_nanos());
+    let mut pacer = Pacer::new(start, period, args.max_behind)
+        .map_err(|e| UsageError(format!("--period: {e}")))?;
+    let end = duration.map(|d| start.saturating_add(d.as_nanos()));
+
+    let mut errors = SendErrors::default();
+    let mut sent: u64 = 0;
+    let mut first_send: Option<i64> = None;
+    let mut last_send = 0i64;
+
+    loop {
+        if stop_requested() {
+            break;
+        }
+        if count.is_some_and(|c| pacer.next_seq() >= c) {
+            break;
+        }
+        let deadline = pacer.next_deadline();
+        if end.is_some_and(|e| deadline >= e) {
+            break;
+        }
+        let wake = wait_for(&waiter, &spinner, Instant::new(clock, deadline));
+        let slot = pacer.take(wake.ns);
+        let mut pkt = ProbePacket::new_unchecked(&mut buf[..]);
+        pkt.set_seq(slot.seq);
+        pkt.set_frame(slot.frame as i64);
+        pkt.set_t0_ns(slot.t0_ns);
+        pkt.set_t_wake_ns(wake.ns);
+        pkt.set_t_send_ns(0);
+        pkt.fill_checksum();
+        let t_send = waiter.now().ns;
+        pkt.set_t_send_ns_and_checksum(t_send);
+        match sock.send(&buf) {
+            Ok(_) => {
+                let id = sent as u32;
+                sent += 1;
+                first_send.get_or_insert(t_send);
+                last_send = t_send;
+                pacer.record_sent(slot.t0_ns, t_send);
+                l_i.record(wake.ns.saturating_sub(slot.t0_ns));
+                book.note_sent(Pending {
+                    used: true,
+                    id,
+                    seq: slot.seq,
+                    frame: slot.frame,
+                    t0: slot.t0_ns,
+                    t_wake: wake.ns,
+                    t_send,
+                })?;
+            }
+            Err(e) => errors.count(&e),
+        }
+        // Drain TX timestamps one at a time while the next slot leaves room for a
+        // system call, or regardless once many are waiting (the error queue is
+        // charged to the receive buffer and drops what does not fit).
+        if tx_ts {
+            while book.matched + book.unmatched + book.orphans < sent {
+                let waiting = sent - (book.matched + book.unmatched + book.orphans);
+                let slack = pacer.next_deadline().saturating_sub(waiter.now().ns);
+                if waiting < DRAIN_FORCE && slack < DRAIN_SLACK.as_nanos() {
+                    break;
+                }
+                if drain_tx(&sock, &map, &mut book, 1)? == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    // Collect the last TX timestamps.
+    if tx_ts {
+        let until = std::time::Instant::now() + FINAL_DRAIN;
+        while book.matched + book.unmatched + book.orphans < sent
+            && std::time::Instant::now() < until
+        {
+            if drain_tx(&sock, &map, &mut book, usize::MAX)? == 0 {
+                std::thread::sleep(StdDuration::from_millis(1));
+            }
+        }
+    }
+    let tx_missing = book.flush_unmatched()?;
+
+    let counters = pacer.counters();
+    let achieved = pacer::achieved_pps(sent, first_send.unwrap_or(0), last_send);
+    let sustained = pacer::sustained(target_pps, achieved, counters.skipped);
+    if !sustained {
+        doc.warn(format!(
+            "the host did not sustain {} pps: achieved {} pps, {} slot(s) skipped (try --strategy spin, --priority, --cpu)",
+            fmt_rate(target_pps),
+            achieved.map(fmt_rate).unwrap_or_else(|| "-".into()),
+            counters.skipped
+        ));
+    }
+    if counters.late > 0 {
+        doc.warn(format!(
+            "{} of {sent} packets left more than one period ({period}) behind the grid",
+            counters.late
+        ));
+    }
+    if errors.total() > 0 {
+        doc.warn(format!(
+            "{} send errors (ENOBUFS {}, EAGAIN {}, ECONNREFUSED {}, other {})",
+            errors.total(),
+            errors.enobufs,
+            errors.eagain,
+            errors.refused,
+            errors.other
+        ));
+    }
+    if tx_ts && book.matched == 0 && sent > 0 {
+        doc.warn("no software TX timestamp came back: the sender reports no L_Tx".to_string());
+    }
+
+    let l_i_s = l_i.summary();
+    let tx_send_s = book.tx_from_send.summary();
+    let tx_wake_s = book.tx_from_wake.summary();
+    doc.insert("sent", sent);
+    doc.insert("target_pps", target_pps);
+    doc.insert("achieved_pps", achieved);
+    doc.insert("sustained", sustained);
+    doc.insert("late", counters.late);
+    doc.insert("skipped_slots", counters.skipped);
+    doc.insert("max_backlog_periods", counters.max_backlog);
+    doc.insert("send_errors", &errors);
+    doc.insert("tx_timestamps", book.matched);
+    doc.insert("tx_timestamps_missing", tx_missing);
+    doc.insert("tx_timestamps_unmatched", book.unmatched);
+    doc.insert("clock_map_uncertainty_ns", map.uncertainty_ns());
+    doc.insert("l_i", &l_i_s);
+    doc.insert("l_tx_from_send", &tx_send_s);
+    doc.insert("l_tx_from_wake", &tx_wake_s);
+
+    let samples_path = match book.samples.take() {
+        Some(w) => Some(w.finish()?),
+        None => None,
+    };
+    let mut lines = vec![
+        ("sent", sent.to_string()),
+        (
+            "rate",
+            format!(
+                "{} pps achieved of {} pps",
+                achieved.map(fmt_rate).unwrap_or_else(|| "-".into()),
+                fmt_rate(target_pps)
+            ),
+        ),
+        ("late", counters.late.to_string()),
+        ("skipped slots", counters.skipped.to_string()),
+        ("send errors", errors.total().to_string()),
+        (
+            "TX timestamps",
+            format!("{} ({} missing)", book.matched, tx_missing),
+        ),
+    ];
+    if let Some(p) = &samples_path {
+        lines.push(("samples", p.display().to_string()));
+    }
+    let mut text = kv(&lines);
+    text.push_str(&dist_table(&[
+        ("L_I", &l_i_s),
+        ("L_Tx(send)", &tx_send_s),
+        ("L_Tx(wake)", &tx_wake_s),
+    ]));
+    for w in &doc.warnings {
+        text.push_str(&format!("warning: {w}\n"));
+    }
+    out.human(&text);
+    out.finish(&doc)
+}
+
+/// Waits for `deadline` without asking the kernel to sleep when there is nothing to
+/// sleep for: a deadline already past returns at once, and a hybrid waiter within its
+/// margin spins. `clock_nanosleep` with an expired absolute time is not free: the
+/// kernel arms the timer and the task waits for its interrupt (tens of µs on a VM),
+/// which alone would cap a stream at a few ten thousand packets per second.
+pub(crate) fn wait_for(waiter: &Waiter, spinner: &Waiter, deadline: Instant) -> Instant {
+    let now = waiter.now();
+    if now.ns >= deadline.ns {
+        return now;
+    }
+    if waiter.strategy() == WaitStrategy::Hybrid
+        && deadline.ns.saturating_sub(now.ns) <= waiter.margin().as_nanos()
+    {
+        return spinner.wait_until(deadline);
+    }
+    waiter.wait_until(deadline)
+}
+
+/// A packet rate for humans: whole pps, or with decimals below 10.
+pub(crate) fn fmt_rate(pps: f64) -> String {
+    if pps >= 10.0 {
+        format!("{pps:.0}")
+    } else {
+        format!("{pps:.3}")
+    }
 }
