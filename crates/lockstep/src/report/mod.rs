@@ -50,6 +50,8 @@ pub struct Tool {
 
 impl ResultDoc {
     pub fn new(kind: &str, config: impl Serialize) -> Self {
+        let host = lockstep_linux::host::collect();
+        let warnings = host.warnings();
         ResultDoc {
             lockstep: Tool {
                 version: env!("CARGO_PKG_VERSION"),
@@ -58,11 +60,11 @@ impl ResultDoc {
             kind: kind.to_string(),
             command: std::env::args().collect(),
             started_at: rfc3339_now(),
-            host: lockstep_linux::host::collect(),
+            host,
             config: serde_json::to_value(config).unwrap_or(Value::Null),
             realtime: Value::Null,
             results: Map::new(),
-            warnings: Vec::new(),
+            warnings,
             check_failed: false,
         }
     }

@@ -34,14 +34,6 @@ impl SampleWriter {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn rows(&self) -> u64 {
-        self.rows
-    }
-
     /// Writes one row of integers (empty cell for `None`).
     pub fn row(&mut self, cells: &[Option<i64>]) -> Result<()> {
         use std::fmt::Write as _;
@@ -57,7 +49,7 @@ impl SampleWriter {
         self.line.push('\n');
         self.out.write_all(self.line.as_bytes())?;
         self.rows += 1;
-        if self.rows % FLUSH_EVERY == 0 {
+        if self.rows.is_multiple_of(FLUSH_EVERY) {
             self.out.flush()?;
         }
         Ok(())
