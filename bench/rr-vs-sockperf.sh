@@ -4,7 +4,9 @@
 #
 #   bench/rr-vs-sockperf.sh [SECONDS]        (default 10 s per run)
 #
-# For each receive mode it runs A B A B (ROUNDS rounds of lockstep, then sockperf):
+# For each receive mode it runs A B C A B C (ROUNDS rounds): lockstep with the full
+# split (software TX and RX timestamps on both sides), lockstep --no-timestamps (RTT
+# only, like sockperf), then sockperf; receive modes:
 #   block: lockstep's default blocking recvmsg   vs  sockperf's default (blocking recvfrom)
 #   poll:  lockstep --poll (MSG_DONTWAIT loop)    vs  sockperf --nonblocked (spins on recvfrom)
 # Both measure the full round trip (sockperf --full-rtt; without it sockperf prints
@@ -80,15 +82,20 @@ for mode in $MODES; do
         *) echo "unknown mode $mode (block or poll)" >&2; exit 2 ;;
     esac
     for round in $(seq 1 "$ROUNDS"); do
-        echo "# $mode round $round: lockstep" >&2
-        "$LOCKSTEP" probe rr server --bind "127.0.0.1:$PORT" --cpu "$SERVER_CPU" "${LS_PRIO[@]}" \
-            "${LS_MODE[@]}" --quiet > /dev/null 2>"$OUT/lockstep-server-$mode-$round.err" &
-        SERVER_PID=$!
-        sleep 0.5
-        "$LOCKSTEP" probe rr client --to "127.0.0.1:$PORT" --cpu "$CLIENT_CPU" "${LS_PRIO[@]}" \
-            "${LS_MODE[@]}" --size "${SIZE}B" --duration "${SECONDS_PER_RUN}s" --json --quiet \
-            > "$OUT/lockstep-$mode-$round.json"
-        stop_server
+        for variant in split lean; do
+            if [ "$variant" = lean ]; then TS=(--no-timestamps); else TS=(); fi
+            echo "# $mode round $round: lockstep ($variant)" >&2
+            "$LOCKSTEP" probe rr server --bind "127.0.0.1:$PORT" --cpu "$SERVER_CPU" "${LS_PRIO[@]}" \
+                "${LS_MODE[@]}" "${TS[@]}" --quiet \
+                > /dev/null 2>"$OUT/lockstep-server-$variant-$mode-$round.err" &
+            SERVER_PID=$!
+            sleep 0.5
+            "$LOCKSTEP" probe rr client --to "127.0.0.1:$PORT" --cpu "$CLIENT_CPU" "${LS_PRIO[@]}" \
+                "${LS_MODE[@]}" "${TS[@]}" --size "${SIZE}B" --duration "${SECONDS_PER_RUN}s" \
+                --json --quiet > "$OUT/lockstep-$variant-$mode-$round.json" \
+                2> "$OUT/lockstep-$variant-$mode-$round.err"
+            stop_server
+        done
 
         echo "# $mode round $round: sockperf" >&2
         "${CHRT[@]}" taskset -c "$SERVER_CPU" sockperf sr -i 127.0.0.1 -p "$((PORT + 1))" \
@@ -121,20 +128,23 @@ def sockperf(path):
         vals.append(float(m.group(1)))
     return count, vals
 
-print(f"{'mode':6} {'tool':9} {'run':>4} {'samples':>9} {'p50 us':>9} {'p99 us':>9} {'p99.9 us':>9}")
+TOOLS = [("lockstep", "lockstep-split", lockstep, "json"),
+         ("lockstep-lean", "lockstep-lean", lockstep, "json"),
+         ("sockperf", "sockperf", sockperf, "txt")]
+print(f"{'mode':6} {'tool':17} {'run':>4} {'samples':>9} {'p50 us':>9} {'p99 us':>9} {'p99.9 us':>9}")
 for mode in modes:
     avg = {}
-    for tool, read in (("lockstep", lockstep), ("sockperf", sockperf)):
+    for tool, prefix, read, ext in TOOLS:
         rows = []
         for r in range(1, rounds + 1):
-            ext = "json" if tool == "lockstep" else "txt"
-            n, v = read(f"{out}/{tool}-{mode}-{r}.{ext}")
+            n, v = read(f"{out}/{prefix}-{mode}-{r}.{ext}")
             rows.append(v)
-            print(f"{mode:6} {tool:9} {r:>4} {n:>9} " + " ".join(f"{x:9.2f}" for x in v))
+            print(f"{mode:6} {tool:17} {r:>4} {n:>9} " + " ".join(f"{x:9.2f}" for x in v))
         avg[tool] = [sum(col) / len(col) for col in zip(*rows)]
-        print(f"{mode:6} {tool:9} {'avg':>4} {'':>9} " + " ".join(f"{x:9.2f}" for x in avg[tool]))
-    ratio = [a / b if b else float("nan") for a, b in zip(avg["lockstep"], avg["sockperf"])]
-    verdict = "ok" if ratio[0] <= 1.1 and ratio[2] <= 1.0 else "MISSED"
-    print(f"{mode:6} {'ratio':9} {'':>4} {'':>9} " + " ".join(f"{x:8.2f}x" for x in ratio)
-          + f"   (targets p50 <= 1.1x, p99.9 <= 1.0x: {verdict})")
+        print(f"{mode:6} {tool:17} {'avg':>4} {'':>9} " + " ".join(f"{x:9.2f}" for x in avg[tool]))
+    for tool in ("lockstep", "lockstep-lean"):
+        ratio = [a / b if b else float("nan") for a, b in zip(avg[tool], avg["sockperf"])]
+        verdict = "ok" if ratio[0] <= 1.1 and ratio[2] <= 1.0 else "missed"
+        print(f"{mode:6} {tool + '/sockperf':17} {'':>4} {'':>9} " + " ".join(f"{x:8.2f}x" for x in ratio)
+              + f"   (p50 <= 1.1x, p99.9 <= 1.0x: {verdict})")
 EOF

@@ -86,6 +86,6 @@ for r in range(1, rounds + 1):
         print(f"{mode:6} {r:>3} {s['totals']['received']:>9} {s['totals']['lost']:>6} {pps:>9.0f} "
               f"{us(d['stddev_ns']):>9} {us(d['percentiles_ns'].get('99.9')):>9} {us(d['max_ns']):>9} "
               f"{us(k['stddev_ns']):>9} {us(k['max_ns']):>9}")
-        if not t["sustained"]:
-            print(f"       warning: the sender did not sustain the rate ({t['skipped_slots']} slots skipped)")
+        if not t["sustained"] or t["skipped_slots"]:
+            print(f"       note: sender sustained={t['sustained']}, {t['skipped_slots']} slots skipped, {t['late']} late")
 EOF

@@ -231,7 +231,19 @@ fn stream_into_sink_counts_every_packet_and_fills_every_field() {
     );
     let mut stream = spawn(
         &args(&[
-            "probe", "stream", "--to", &bind, "--count", "1000", "--rate", "20000pps", "--json",
+            "probe",
+            "stream",
+            "--to",
+            &bind,
+            "--count",
+            "1000",
+            "--rate",
+            "20000pps",
+            // Never skip a slot, however late a busy machine makes the sender, so that
+            // frame == seq holds without any timing assumption.
+            "--max-behind",
+            "1000000000",
+            "--json",
         ]),
         None,
     );

@@ -80,6 +80,10 @@ pub struct RrServerArgs {
     /// Node id written into the hop record.
     #[arg(long, value_name = "ID", default_value_t = 0)]
     pub node: u32,
+    /// No kernel RX timestamps: the leanest echo, but the hop record carries no kernel
+    /// receive time, so clients get no turnaround.
+    #[arg(long)]
+    pub no_timestamps: bool,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
     pub duration: Option<Duration>,
@@ -122,6 +126,10 @@ pub struct RrClientArgs {
     /// DSCP codepoint of the requests.
     #[arg(long, value_name = "DSCP", value_parser = parse_dscp)]
     pub dscp: Option<u8>,
+    /// No kernel timestamps: RTT only, like sockperf (the kernel's TX and RX
+    /// timestamping costs a few hundred ns per packet), no split.
+    #[arg(long)]
+    pub no_timestamps: bool,
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
@@ -192,6 +200,7 @@ struct ServerConfig {
     bind: String,
     poll: bool,
     node: u32,
+    no_timestamps: bool,
     duration_ns: Option<i64>,
     clock: ClockId,
 }
@@ -206,6 +215,7 @@ fn server(args: RrServerArgs) -> Result<()> {
             bind: args.bind.to_string(),
             poll: args.poll,
             node: args.node,
+            no_timestamps: args.no_timestamps,
             duration_ns: args.duration.map(|d| d.as_nanos()),
             clock: clock_id,
         },
@@ -213,10 +223,14 @@ fn server(args: RrServerArgs) -> Result<()> {
     let sock = UdpSocket::bind(args.bind).with_context(|| format!("--bind {}", args.bind))?;
     let rx_ts = match sock.enable_timestamping(TimestampConfig {
         tx_software: false,
-        rx_software: true,
+        rx_software: !args.no_timestamps,
         hardware: false,
     }) {
         Ok(s) => s.rx_software,
+        Err(e) if args.no_timestamps => {
+            doc.warn(format!("could not turn timestamping off ({e})"));
+            false
+        }
         Err(e) => {
             doc.warn(format!(
                 "software RX timestamps unavailable ({e}): the hop record carries no kernel RX time"
@@ -365,6 +379,7 @@ struct ClientConfig {
     seed: u64,
     timeout_ns: i64,
     dscp: Option<u8>,
+    no_timestamps: bool,
     duration_ns: Option<i64>,
     count: Option<u64>,
     clock: ClockId,
@@ -430,6 +445,7 @@ fn client(args: RrClientArgs) -> Result<()> {
         seed: args.seed,
         timeout_ns: args.timeout.as_nanos(),
         dscp: args.dscp,
+        no_timestamps: args.no_timestamps,
         duration_ns: duration.map(|d| d.as_nanos()),
         count,
         clock: clock_id,
@@ -448,7 +464,12 @@ fn client(args: RrClientArgs) -> Result<()> {
     if let Some(dscp) = args.dscp {
         sock.set_dscp(dscp).context("--dscp")?;
     }
-    let support = match sock.enable_timestamping(TimestampConfig::SOFTWARE) {
+    let wanted = if args.no_timestamps {
+        TimestampConfig::default()
+    } else {
+        TimestampConfig::SOFTWARE
+    };
+    let support = match sock.enable_timestamping(wanted) {
         Ok(s) => s,
         Err(e) => {
             doc.warn(format!(
@@ -659,7 +680,7 @@ fn client(args: RrClientArgs) -> Result<()> {
             report.lost, report.sent, args.timeout
         ));
     }
-    if report.split_without_tx > 0 {
+    if report.split_without_tx > 0 && !args.no_timestamps {
         doc.warn(format!(
             "{} responses have no client send path and network split (no TX timestamp)",
             report.split_without_tx

@@ -50,8 +50,11 @@ pub(crate) const MAX_UDP_PAYLOAD: u64 = 65_507;
 /// `recvmsg(MSG_ERRQUEUE)` costs about a microsecond)...
 const DRAIN_SLACK: Duration = Duration::from_micros(3);
 /// ... unless this many are waiting: then drain regardless, before the error queue
-/// (charged to the socket receive buffer) overflows.
-const DRAIN_FORCE: u64 = 256;
+/// (charged to the socket receive buffer, [`SOCKET_RCVBUF`]) overflows and the kernel
+/// drops timestamps.
+const DRAIN_FORCE: u64 = 64;
+/// Receive buffer asked for the sending socket: it holds the TX timestamp queue.
+const SOCKET_RCVBUF: usize = 1 << 20;
 /// Sent packets remembered for matching TX timestamps.
 const TX_RING: usize = 8192;
 /// How long to wait for the last TX timestamps at the end.
@@ -264,6 +267,8 @@ struct TxBook {
     unmatched: u64,
     /// Timestamps without a software time (not counted as matched or unmatched).
     orphans: u64,
+    /// Packets given up on because their ring slot was needed again.
+    evicted: u64,
     samples: Option<SampleWriter>,
 }
 
@@ -272,6 +277,8 @@ impl TxBook {
         let idx = p.id as usize % TX_RING;
         let old = std::mem::replace(&mut self.ring[idx], p);
         if old.used {
+            // Its timestamp never came (the kernel dropped it): give up on it.
+            self.evicted += 1;
             self.write_row(&old, None)?;
         }
         Ok(())
@@ -385,6 +392,11 @@ pub fn run(args: StreamArgs) -> Result<()> {
     if let Some(dscp) = args.dscp {
         sock.set_dscp(dscp).context("--dscp")?;
     }
+    if let Err(e) = sock.set_recv_buffer(SOCKET_RCVBUF) {
+        doc.warn(format!(
+            "could not enlarge the socket buffer that holds TX timestamps: {e}"
+        ));
+    }
     let support = sock.enable_timestamping(TimestampConfig {
         tx_software: true,
         rx_software: false,
@@ -408,6 +420,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
         matched: 0,
         unmatched: 0,
         orphans: 0,
+        evicted: 0,
         samples: out.sample_writer(&[
             "seq",
             "frame",
@@ -530,17 +543,22 @@ pub fn run(args: StreamArgs) -> Result<()> {
             }
         }
     }
-    let tx_missing = book.flush_unmatched()?;
+    let tx_missing = book.flush_unmatched()? + book.evicted;
 
     let counters = pacer.counters();
     let achieved = pacer::achieved_pps(sent, first_send.unwrap_or(0), last_send);
-    let sustained = pacer::sustained(target_pps, achieved, counters.skipped);
+    let sustained = pacer::sustained(target_pps, achieved);
     if !sustained {
         doc.warn(format!(
-            "the host did not sustain {} pps: achieved {} pps, {} slot(s) skipped (try --strategy spin, --priority, --cpu)",
+            "the host did not sustain {} pps: achieved {} pps (try --strategy spin, --priority, --cpu)",
             fmt_rate(target_pps),
             achieved.map(fmt_rate).unwrap_or_else(|| "-".into()),
-            counters.skipped
+        ));
+    }
+    if counters.skipped > 0 {
+        doc.warn(format!(
+            "{} slots skipped: the sender fell more than --max-behind {} periods behind the grid (up to {} periods)",
+            counters.skipped, args.max_behind, counters.max_backlog
         ));
     }
     if counters.late > 0 {
@@ -557,6 +575,11 @@ pub fn run(args: StreamArgs) -> Result<()> {
             errors.eagain,
             errors.refused,
             errors.other
+        ));
+    }
+    if tx_missing > 0 {
+        doc.warn(format!(
+            "{tx_missing} packets got no TX timestamp (the kernel drops them when the error queue is full)"
         ));
     }
     if tx_ts && book.matched == 0 && sent > 0 {
