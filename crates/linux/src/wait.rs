@@ -100,14 +100,21 @@ impl Waiter {
     pub fn wait_until(&self, deadline: Instant) -> Instant {
         debug_assert_eq!(deadline.clock, self.clock, "deadline of another clock");
         let clock = deadline.clock;
-        match self.strategy {
-            WaitStrategy::Sleep => {
-                sleep_abs(clockid(clock), deadline.ns);
+        // A sleep whose target has already passed still costs a system call (tens of
+        // microseconds on a VM), so look at the clock first: a late caller (a sender
+        // catching up) goes straight on.
+        let sleep_to = match self.strategy {
+            WaitStrategy::Sleep => Some(deadline.ns),
+            WaitStrategy::Spin => None,
+            WaitStrategy::Hybrid => Some(deadline.ns.saturating_sub(self.margin.as_nanos())),
+        };
+        if let Some(target) = sleep_to {
+            let t = now(clock);
+            if t.ns >= deadline.ns {
+                return t;
             }
-            WaitStrategy::Spin => {}
-            WaitStrategy::Hybrid => {
-                let early = deadline.ns.saturating_sub(self.margin.as_nanos());
-                sleep_abs(clockid(clock), early);
+            if t.ns < target {
+                sleep_abs(clockid(clock), target);
             }
         }
         spin_until(clock, deadline.ns)

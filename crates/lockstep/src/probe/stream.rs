@@ -383,7 +383,6 @@ pub fn run(args: StreamArgs) -> Result<()> {
 
     let waiter = Waiter::new(clock, args.wait.strategy).with_margin(args.wait.margin);
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
-    let spinner = Waiter::new(clock, WaitStrategy::Spin);
 
     let bind = args.bind.unwrap_or_else(|| any_addr_for(&args.to));
     let sock = UdpSocket::bind(bind).with_context(|| format!("--bind {bind}"))?;
@@ -484,7 +483,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
         if end.is_some_and(|e| deadline >= e) {
             break;
         }
-        let wake = wait_for(&waiter, &spinner, Instant::new(clock, deadline));
+        let wake = waiter.wait_until(Instant::new(clock, deadline));
         let slot = pacer.take(wake.ns);
         let mut pkt = ProbePacket::new_unchecked(&mut buf[..]);
         pkt.set_seq(slot.seq);
@@ -641,24 +640,6 @@ pub fn run(args: StreamArgs) -> Result<()> {
     }
     out.human(&text);
     out.finish(&doc)
-}
-
-/// Waits for `deadline` without asking the kernel to sleep when there is nothing to
-/// sleep for: a deadline already past returns at once, and a hybrid waiter within its
-/// margin spins. `clock_nanosleep` with an expired absolute time is not free: the
-/// kernel arms the timer and the task waits for its interrupt (tens of µs on a VM),
-/// which alone would cap a stream at a few ten thousand packets per second.
-pub(crate) fn wait_for(waiter: &Waiter, spinner: &Waiter, deadline: Instant) -> Instant {
-    let now = waiter.now();
-    if now.ns >= deadline.ns {
-        return now;
-    }
-    if waiter.strategy() == WaitStrategy::Hybrid
-        && deadline.ns.saturating_sub(now.ns) <= waiter.margin().as_nanos()
-    {
-        return spinner.wait_until(deadline);
-    }
-    waiter.wait_until(deadline)
 }
 
 /// A packet rate for humans: whole pps, or with decimals below 10.
