@@ -14,6 +14,7 @@
 //! - [`sched`]: option types shared by every subcommand (wait strategy, policy).
 
 pub mod frame;
+pub mod margin;
 pub mod measure;
 pub mod sched;
 pub mod stats;

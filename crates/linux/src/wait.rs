@@ -5,6 +5,9 @@
 //! kernel cannot sleep on). The returned instant is that last reading: the wake-up time
 //! `L_I` is measured from (SPEC §3).
 
+use std::cell::RefCell;
+
+use lockstep_core::margin::MarginTuner;
 use lockstep_core::sched::{WaitStrategy, DEFAULT_HYBRID_MARGIN};
 use lockstep_core::{ClockId, Duration, Instant};
 use thiserror::Error;
@@ -23,33 +26,79 @@ pub enum WaitError {
     },
 }
 
+/// Smallest margin the adaptive hybrid strategy goes down to.
+pub const MIN_ADAPTIVE_MARGIN: Duration = Duration::from_micros(2);
+/// Largest margin it goes up to unless told otherwise.
+pub const MAX_ADAPTIVE_MARGIN: Duration = Duration::from_millis(1);
+/// Added to the observed sleep overshoot.
+pub const MARGIN_SLACK: Duration = Duration::from_micros(2);
+
 /// Waits until absolute instants of one clock with one strategy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// The hybrid strategy adapts its spin margin to the sleep overshoot it observes
+/// ([`MarginTuner`]) unless it was made fixed with [`Waiter::with_fixed_margin`].
+#[derive(Clone, Debug)]
 pub struct Waiter {
     clock: ClockId,
     strategy: WaitStrategy,
     margin: Duration,
+    tuner: Option<RefCell<MarginTuner>>,
 }
 
 impl Waiter {
-    /// A waiter with the default hybrid margin ([`DEFAULT_HYBRID_MARGIN`]).
+    /// A waiter with the default initial hybrid margin ([`DEFAULT_HYBRID_MARGIN`]),
+    /// adaptive.
     pub fn new(clock: ClockId, strategy: WaitStrategy) -> Waiter {
         Waiter {
             clock,
             strategy,
             margin: DEFAULT_HYBRID_MARGIN,
+            tuner: None,
         }
+        .tuned(true)
+    }
+
+    fn tuned(mut self, adaptive: bool) -> Waiter {
+        self.tuner = (adaptive && self.strategy == WaitStrategy::Hybrid).then(|| {
+            RefCell::new(MarginTuner::new(
+                self.margin,
+                MIN_ADAPTIVE_MARGIN,
+                MAX_ADAPTIVE_MARGIN,
+                MARGIN_SLACK,
+            ))
+        });
+        self
     }
 
     /// Sets how long before the deadline the hybrid strategy stops sleeping and starts
-    /// spinning. Negative margins count as zero.
+    /// spinning (the starting point when adaptive). Negative margins count as zero.
     pub fn with_margin(mut self, margin: Duration) -> Waiter {
         self.margin = if margin.is_negative() {
             Duration::ZERO
         } else {
             margin
         };
+        let adaptive = self.tuner.is_some();
+        self.tuned(adaptive)
+    }
+
+    /// Keeps the hybrid margin where it is instead of adapting it.
+    pub fn with_fixed_margin(self) -> Waiter {
+        self.tuned(false)
+    }
+
+    /// Caps the adaptive margin, e.g. to a fraction of a period so a real-time thread
+    /// never spins whole periods away (RT throttling would then stall it).
+    pub fn with_max_margin(self, max: Duration) -> Waiter {
+        if let Some(t) = &self.tuner {
+            t.borrow_mut().set_max(max);
+        }
         self
+    }
+
+    /// Whether the hybrid margin adapts.
+    pub fn is_adaptive(&self) -> bool {
+        self.tuner.is_some()
     }
 
     pub fn clock(&self) -> ClockId {
@@ -60,8 +109,12 @@ impl Waiter {
         self.strategy
     }
 
+    /// The hybrid margin in force now.
     pub fn margin(&self) -> Duration {
-        self.margin
+        match &self.tuner {
+            Some(t) => t.borrow().margin(),
+            None => self.margin,
+        }
     }
 
     /// Reads the waiter's clock.
@@ -106,15 +159,23 @@ impl Waiter {
         let sleep_to = match self.strategy {
             WaitStrategy::Sleep => Some(deadline.ns),
             WaitStrategy::Spin => None,
-            WaitStrategy::Hybrid => Some(deadline.ns.saturating_sub(self.margin.as_nanos())),
+            WaitStrategy::Hybrid => Some(deadline.ns.saturating_sub(self.margin().as_nanos())),
         };
         if let Some(target) = sleep_to {
             let t = now(clock);
             if t.ns >= deadline.ns {
                 return t;
             }
-            if t.ns < target {
-                sleep_abs(clockid(clock), target);
+            if t.ns < target && sleep_abs(clockid(clock), target) == 0 {
+                let woke = now(clock);
+                if let Some(tuner) = &self.tuner {
+                    tuner
+                        .borrow_mut()
+                        .observe(Duration(woke.ns.saturating_sub(target)));
+                }
+                if woke.ns >= deadline.ns {
+                    return woke;
+                }
             }
         }
         spin_until(clock, deadline.ns)
@@ -202,6 +263,15 @@ mod tests {
         assert_eq!(w.margin(), DEFAULT_HYBRID_MARGIN);
         assert_eq!(w.clock(), ClockId::Realtime);
         assert_eq!(w.strategy(), WaitStrategy::Hybrid);
-        assert_eq!(w.with_margin(Duration(-3)).margin(), Duration::ZERO);
+        assert!(w.is_adaptive());
+        // an adaptive margin never goes below its floor; a fixed one is taken as given
+        assert_eq!(
+            w.clone().with_margin(Duration(-3)).margin(),
+            MIN_ADAPTIVE_MARGIN
+        );
+        let fixed = w.with_fixed_margin().with_margin(Duration(-3));
+        assert!(!fixed.is_adaptive());
+        assert_eq!(fixed.margin(), Duration::ZERO);
+        assert!(!Waiter::new(ClockId::Realtime, WaitStrategy::Sleep).is_adaptive());
     }
 }

@@ -60,9 +60,25 @@ pub struct WaitArgs {
     /// How to wait: sleep (clock_nanosleep), spin (busy-poll) or hybrid (sleep, then spin).
     #[arg(long, value_name = "sleep|hybrid|spin", default_value = "sleep", value_parser = parse_strategy)]
     pub strategy: WaitStrategy,
-    /// Spin margin of the hybrid strategy.
+    /// Spin margin of the hybrid strategy: where it starts; it then follows the tail
+    /// (p99.9) of the sleep overshoot this host shows, unless --fixed-margin.
     #[arg(long, value_name = "DUR", default_value = "50us", value_parser = parse_duration_positive)]
     pub margin: Duration,
+    /// Keep the hybrid margin at --margin instead of adapting it.
+    #[arg(long)]
+    pub fixed_margin: bool,
+}
+
+impl WaitArgs {
+    /// The waiter these options describe.
+    pub fn waiter(&self) -> lockstep_linux::Waiter {
+        let w = lockstep_linux::Waiter::new(self.clock, self.strategy).with_margin(self.margin);
+        if self.fixed_margin {
+            w.with_fixed_margin()
+        } else {
+            w
+        }
+    }
 }
 
 /// Where results go.

@@ -454,7 +454,7 @@ fn client(args: RrClientArgs) -> Result<()> {
     };
     let out = Output::new(&args.output)?;
     let mut doc = ResultDoc::new("probe.rr.client", &config);
-    let waiter = Waiter::new(clock_id, args.wait.strategy).with_margin(args.wait.margin);
+    let waiter = args.wait.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
 
     let bind = args.bind.unwrap_or_else(|| any_addr_for(&args.to));

@@ -32,7 +32,7 @@ use lockstep_core::wire::{ProbePacket, ProbeRepr, HEADER_LEN};
 use lockstep_core::{Duration, Instant};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{TimestampConfig, UdpSocket};
-use lockstep_linux::{ClockMap, Waiter};
+use lockstep_linux::ClockMap;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -381,7 +381,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
     let out = Output::new(&args.output)?;
     let mut doc = ResultDoc::new("probe.stream", &config);
 
-    let waiter = Waiter::new(clock, args.wait.strategy).with_margin(args.wait.margin);
+    let waiter = args.wait.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
 
     let bind = args.bind.unwrap_or_else(|| any_addr_for(&args.to));

@@ -14,7 +14,7 @@ use clap::Args;
 use lockstep_core::measure::timer::{TimerReport, TimerState};
 use lockstep_core::sched::{Policy, WaitStrategy};
 use lockstep_core::{Duration, Instant};
-use lockstep_linux::{signal, tracefs, Waiter};
+use lockstep_linux::{signal, tracefs};
 use serde_json::{json, Value};
 
 use crate::cli::{parse_duration_positive, LengthArgs, OutputArgs, RtArgs, WaitArgs};
@@ -122,7 +122,12 @@ pub fn run(args: TimerArgs) -> Result<()> {
     let interval = args.interval;
     // Validate everything before touching the system.
     TimerState::new(interval, 0).map_err(|e| UsageError(format!("--interval: {e}")))?;
-    let waiter = Waiter::new(clock, args.wait.strategy).with_margin(args.wait.margin);
+    // Spinning whole periods under SCHED_FIFO would trip RT throttling: keep a quarter
+    // of each period for sleeping.
+    let waiter = args
+        .wait
+        .waiter()
+        .with_max_margin(Duration(interval.as_nanos() / 4 * 3));
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
     let req = args.rt.request();
     let config = json!({
@@ -150,6 +155,12 @@ pub fn run(args: TimerArgs) -> Result<()> {
             "{} strategy under a real-time policy: the kernel's RT throttling (kernel.sched_rt_runtime_us) may take the CPU away when the thread spins most of the time",
             args.wait.strategy
         ));
+    }
+    if !args.rt.dma_latency_zero {
+        doc.warn(
+            "/dev/cpu_dma_latency not held: idle-state exits add to every wake-up \
+             (cyclictest holds it at 0 by default; pass --dma-latency-zero to compare like with like)",
+        );
     }
     let tracer = match tracer {
         Some(Ok(t)) => Some(t),
@@ -251,6 +262,12 @@ pub fn run(args: TimerArgs) -> Result<()> {
         doc.results.extend(map);
     }
     doc.insert("stopped_by", stop.name());
+    if args.wait.strategy == WaitStrategy::Hybrid {
+        doc.insert(
+            "hybrid_margin",
+            json!({"final_ns": waiter.margin().as_nanos(), "adaptive": waiter.is_adaptive()}),
+        );
+    }
     if !trace.is_null() {
         doc.insert("trace", trace);
     }
