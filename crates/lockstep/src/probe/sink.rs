@@ -60,6 +60,11 @@ pub struct SinkArgs {
     /// Clock of the run; must be the sender's for one-way latency (tai/realtime + sync across hosts).
     #[arg(long, value_name = "tai|realtime|monotonic", default_value = "monotonic", value_parser = parse_clock)]
     pub clock: ClockId,
+    /// Use the NIC's hardware RX timestamps where the interface supports them (its PTP
+    /// clock must be on TAI, e.g. by phc2sys, and the run must use --clock tai);
+    /// falls back to software timestamps with a warning otherwise.
+    #[arg(long)]
+    pub hw_timestamps: bool,
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
@@ -89,6 +94,7 @@ struct SinkConfig {
     clock: ClockId,
     duration_ns: Option<i64>,
     count: Option<u64>,
+    hw_timestamps: bool,
 }
 
 /// Why the run ended.
@@ -111,6 +117,7 @@ pub fn run(args: SinkArgs) -> Result<()> {
         clock: clock_id,
         duration_ns: args.length.duration.map(|d| d.as_nanos()),
         count: args.length.count,
+        hw_timestamps: args.hw_timestamps,
     };
     let out = Output::new(&args.output)?;
     let mut doc = ResultDoc::new("probe.sink", &config);
@@ -119,12 +126,27 @@ pub fn run(args: SinkArgs) -> Result<()> {
     if let Err(e) = sock.set_recv_buffer(SOCKET_RCVBUF) {
         doc.warn(format!("could not enlarge the socket receive buffer: {e}"));
     }
+    let mut use_hw = false;
     let rx_ts = match sock.enable_timestamping(TimestampConfig {
         tx_software: false,
         rx_software: true,
-        hardware: false,
+        hardware: args.hw_timestamps,
     }) {
-        Ok(s) => s.rx_software,
+        Ok(s) => {
+            if args.hw_timestamps {
+                for n in &s.notes {
+                    doc.warn(format!("--hw-timestamps: {n}"));
+                }
+                if s.rx_hardware && clock_id != ClockId::Tai {
+                    doc.warn("--hw-timestamps: hardware timestamps are on the NIC's TAI clock; use --clock tai to use them (software timestamps used)");
+                } else if s.rx_hardware {
+                    use_hw = true;
+                } else if s.notes.is_empty() {
+                    doc.warn("--hw-timestamps: this interface gives no hardware RX timestamps; software timestamps used");
+                }
+            }
+            s.rx_software
+        }
         Err(e) => {
             doc.warn(format!(
                 "software RX timestamps unavailable ({e}): no kernel RX figures"
@@ -201,7 +223,10 @@ pub fn run(args: SinkArgs) -> Result<()> {
         if info.truncated {
             truncated += 1;
         }
-        let kernel_rx = info.kernel_rx.map(|k| to_run_clock(&map, k));
+        let kernel_rx = match (use_hw, info.hw_rx) {
+            (true, Some(hw)) => Some(hw.ns),
+            _ => info.kernel_rx.map(|k| to_run_clock(&map, k)),
+        };
         let bytes = buf.get(..info.len).unwrap_or_default();
         if let Handled::Probe(s) = state.handle_packet(app_rx, kernel_rx, bytes) {
             if let Some(w) = samples.as_mut() {
@@ -258,6 +283,14 @@ pub fn run(args: SinkArgs) -> Result<()> {
     }
     doc.insert("stop_reason", reason);
     doc.insert("rx_timestamps", rx_ts);
+    doc.insert(
+        "rx_timestamp_source",
+        match (rx_ts, use_hw) {
+            (_, true) => "hardware",
+            (true, false) => "software",
+            (false, false) => "none",
+        },
+    );
     doc.insert("clock_map_uncertainty_ns", map.uncertainty_ns());
     insert_all(&mut doc, &report);
 
