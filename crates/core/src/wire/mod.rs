@@ -12,3 +12,14 @@ pub use probe::{
     FLAG_PADDING, FLAG_RESPONSE, HEADER_LEN, HOP_LEN, KNOWN_FLAGS, MAGIC, MAX_HOPS, MIN_PACKET_LEN,
     NOT_FILLED, VERSION,
 };
+
+// Link, network and transport headers a lockstep router parses and rewrites in user
+// space (issue 3): Ethernet II, IPv4, UDP, and the Internet checksum they share.
+pub mod checksum;
+pub mod ethernet;
+pub mod ipv4;
+pub mod udp;
+
+pub use ethernet::{EtherType, EthernetAddress, EthernetError, EthernetFrame, EthernetRepr};
+pub use ipv4::{Ipv4Error, Ipv4Packet, Ipv4Repr, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+pub use udp::{UdpError, UdpPacket, UdpRepr, DISCARD_PORT};
