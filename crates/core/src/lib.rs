@@ -16,6 +16,7 @@
 pub mod frame;
 pub mod margin;
 pub mod measure;
+pub mod net;
 pub mod sched;
 pub mod stats;
 pub mod tdp;
