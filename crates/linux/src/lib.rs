@@ -42,3 +42,6 @@ pub use host::HostFacts;
 pub use rt::{RtError, RtRequest, RtState};
 pub use udp::{NetError, RecvInfo, RecvMode, TimestampConfig, TimestampSupport, UdpSocket};
 pub use wait::Waiter;
+pub mod cmd;
+pub mod iface;
+pub mod netns;
