@@ -43,5 +43,6 @@ pub use rt::{RtError, RtRequest, RtState};
 pub use udp::{NetError, RecvInfo, RecvMode, TimestampConfig, TimestampSupport, UdpSocket};
 pub use wait::Waiter;
 pub mod cmd;
+pub mod ethtool;
 pub mod iface;
 pub mod netns;
