@@ -46,3 +46,4 @@ pub mod cmd;
 pub mod ethtool;
 pub mod iface;
 pub mod netns;
+pub mod tc;
