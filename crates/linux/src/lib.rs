@@ -46,4 +46,5 @@ pub mod cmd;
 pub mod ethtool;
 pub mod iface;
 pub mod netns;
+pub mod packet;
 pub mod tc;
