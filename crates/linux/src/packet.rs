@@ -435,7 +435,8 @@ impl PacketSocket {
     }
 
     /// A second handle on the same socket (`dup`), e.g. to receive on one thread and
-    /// send on another.
+    /// send on another. Both handles share one receive timeout: receive on only one
+    /// of them with [`RecvMode::Block`] timeouts, or timeouts may be stale.
     pub fn try_clone(&self) -> Result<PacketSocket, NetError> {
         let fd = self
             .fd
@@ -448,7 +449,8 @@ impl PacketSocket {
                 controls: [Control([0; CMSG_CAPACITY]); BATCH_MAX],
                 addrs: [zeroed_sockaddr_ll(); BATCH_MAX],
             }),
-            rcvtimeo_ns: self.rcvtimeo_ns,
+            // Unknown to this handle: the first timed receive sets it.
+            rcvtimeo_ns: -1,
         })
     }
 
