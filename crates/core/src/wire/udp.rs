@@ -604,6 +604,186 @@ mod tests {
         }
     }
 
+    // -----------------------------------------------------------------------
+    // Fuzz smoke for the whole stack: the stable, deterministic twin of
+    // fuzz/fuzz_targets/ethernet_ipv4_udp_parse.rs.
+
+    use crate::net::FiveTuple;
+    use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+    use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr};
+
+    const ETH: usize = EthernetRepr::HEADER_LEN;
+
+    /// What the fuzz target checks for one frame.
+    fn fuzz_frame(data: &[u8]) -> Result<(), TestCaseError> {
+        let Ok(frame) = EthernetFrame::new_checked(data) else {
+            prop_assert!(data.len() < ETH);
+            return Ok(());
+        };
+        let eth = EthernetRepr::parse(&frame).expect("a checked frame parses");
+        if eth.ethertype != EtherType::IPV4 {
+            return Ok(());
+        }
+        let Ok(ip) = Ipv4Packet::new_checked(frame.payload()) else {
+            return Ok(());
+        };
+        let _ = (ip.options(), ip.datagram(), FiveTuple::from_ipv4(&ip));
+        let valid = ip.verify_checksum();
+        let mut owned = data.to_vec();
+        let mut f = EthernetFrame::new_unchecked(&mut owned[..]);
+        let mut p = Ipv4Packet::new_checked(f.payload_mut()).expect("same bytes");
+        let _ = p.decrement_ttl();
+        p.set_dscp_incremental(ip.ttl() & 0x3f);
+        prop_assert_eq!(p.verify_checksum(), valid);
+
+        let Ok(ip_repr) = Ipv4Repr::parse(&ip) else {
+            return Ok(());
+        };
+        let (src, dst) = (ip_repr.src, ip_repr.dst);
+        let mut out = vec![0u8; ETH + ip_repr.buffer_len()];
+        prop_assert_eq!(
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut out[..])),
+            Ok(())
+        );
+        prop_assert_eq!(
+            ip_repr.emit(&mut Ipv4Packet::new_unchecked(&mut out[ETH..])),
+            Ok(())
+        );
+        let mut udp_repr = None;
+        if ip_repr.protocol == PROTO_UDP {
+            if let Ok(udp) = UdpPacket::new_checked(ip.payload()) {
+                if let Ok(repr) = UdpRepr::parse(&udp, src, dst, true) {
+                    let at = ETH + Ipv4Repr::HEADER_LEN;
+                    let body = at + HEADER_LEN;
+                    out[body..body + repr.payload_len].copy_from_slice(udp.payload());
+                    let mut u = UdpPacket::new_unchecked(&mut out[at..]);
+                    prop_assert_eq!(repr.emit(&mut u, src, dst), Ok(()));
+                    udp_repr = Some((repr, &ip.payload()[HEADER_LEN..repr.buffer_len()]));
+                }
+            }
+        }
+        let frame2 = EthernetFrame::new_checked(&out[..]).expect("re-parse ethernet");
+        prop_assert_eq!(EthernetRepr::parse(&frame2), Ok(eth));
+        let ip2 = Ipv4Packet::new_checked(frame2.payload()).expect("re-parse IPv4");
+        prop_assert_eq!(Ipv4Repr::parse(&ip2), Ok(ip_repr));
+        if let Some((repr, payload)) = udp_repr {
+            let udp2 = UdpPacket::new_checked(ip2.payload()).expect("re-parse UDP");
+            prop_assert_eq!(UdpRepr::parse(&udp2, src, dst, true), Ok(repr));
+            prop_assert_eq!(udp2.payload(), payload);
+        }
+        Ok(())
+    }
+
+    /// The frame with IPv4 and UDP checksums recomputed, when the lengths allow.
+    fn with_fixed_checksums(data: &[u8]) -> Option<Vec<u8>> {
+        let mut fixed = data.to_vec();
+        let mut frame = EthernetFrame::new_checked(&mut fixed[..]).ok()?;
+        let mut ip = Ipv4Packet::new_checked(frame.payload_mut()).ok()?;
+        ip.fill_checksum();
+        let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
+        if proto == PROTO_UDP {
+            if let Ok(mut udp) = UdpPacket::new_checked(ip.payload_mut()) {
+                udp.fill_checksum(src, dst);
+            }
+        }
+        Some(fixed)
+    }
+
+    /// A valid Ethernet/IPv4/UDP frame, optionally with IPv4 options and link
+    /// padding after the datagram.
+    fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
+        (
+            arb_datagram(),
+            0usize..=10,
+            0usize..20,
+            any::<u8>(),
+            any::<u8>(),
+        )
+            .prop_map(|((udp, src, dst), option_words, padding, dscp, ttl)| {
+                let header_len = 20 + 4 * option_words;
+                let mut v = vec![0u8; ETH + header_len + udp.len() + padding];
+                let eth = EthernetRepr {
+                    src: EthernetAddress([2, 0, 0, 0, 0, 1]),
+                    dst: EthernetAddress([2, 0, 0, 0, 0, 2]),
+                    ethertype: EtherType::IPV4,
+                };
+                eth.emit(&mut EthernetFrame::new_unchecked(&mut v[..]))
+                    .unwrap();
+                let mut ip = Ipv4Packet::new_unchecked(&mut v[ETH..]);
+                ip.set_version(4);
+                ip.set_header_len(header_len);
+                ip.set_dscp(dscp);
+                ip.set_total_len((header_len + udp.len()) as u16);
+                ip.set_dont_frag(true);
+                ip.set_ttl(ttl);
+                ip.set_protocol(PROTO_UDP);
+                ip.set_src_addr(src);
+                ip.set_dst_addr(dst);
+                ip.options_mut().fill(1); // NOPs
+                ip.payload_mut().copy_from_slice(&udp);
+                ip.fill_checksum();
+                v
+            })
+    }
+
+    fn mutate(
+        mut buf: Vec<u8>,
+        edits: Vec<(prop::sample::Index, u8)>,
+        cut: Option<prop::sample::Index>,
+    ) -> Vec<u8> {
+        for (at, value) in edits {
+            let i = at.index(buf.len());
+            buf[i] = value;
+        }
+        if let Some(at) = cut {
+            buf.truncate(at.index(buf.len() + 1));
+        }
+        buf
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn fuzz_smoke_frame_stack_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..120)) {
+            fuzz_frame(&data)?;
+            if let Some(fixed) = with_fixed_checksums(&data) {
+                fuzz_frame(&fixed)?;
+            }
+        }
+
+        #[test]
+        fn fuzz_smoke_frame_stack_ipv4_like_bytes(mut data in prop::collection::vec(any::<u8>(), 34..120)) {
+            // Past the first checks: IPv4 ethertype, version 4, IHL 5, UDP.
+            data[12..16].copy_from_slice(&[0x08, 0x00, 0x45, 0x00]);
+            data[ETH + 9] = PROTO_UDP;
+            fuzz_frame(&data)?;
+            if let Some(fixed) = with_fixed_checksums(&data) {
+                fuzz_frame(&fixed)?;
+            }
+        }
+
+        #[test]
+        fn fuzz_smoke_frame_stack_mutated_frames(
+            frame in arb_frame(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+            cut in prop::option::of(any::<prop::sample::Index>()),
+        ) {
+            // The unmutated frame parses all the way down.
+            let f = EthernetFrame::new_checked(&frame[..]).unwrap();
+            let ip = Ipv4Packet::new_checked(f.payload()).unwrap();
+            let ip_repr = Ipv4Repr::parse(&ip).unwrap();
+            let udp = UdpPacket::new_checked(ip.payload()).unwrap();
+            prop_assert!(UdpRepr::parse(&udp, ip_repr.src, ip_repr.dst, true).is_ok());
+            fuzz_frame(&frame)?;
+            let mutated = mutate(frame, edits, cut);
+            fuzz_frame(&mutated)?;
+            if let Some(fixed) = with_fixed_checksums(&mutated) {
+                fuzz_frame(&fixed)?;
+            }
+        }
+    }
+
     fn fuzz_one(data: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<(), TestCaseError> {
         let _ = UdpPacket::new_unchecked(data).verify_checksum(src, dst);
         if let Ok(p) = UdpPacket::new_checked(data) {
