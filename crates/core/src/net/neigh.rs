@@ -32,24 +32,31 @@ impl NeighbourTable {
         NeighbourTable::default()
     }
 
-    /// Map `ip` to `mac`. Adding the same pair twice is fine; the same address with
-    /// another MAC is a [`NeighbourError::Conflict`] and changes nothing.
-    pub fn add(&mut self, ip: Ipv4Addr, mac: EthernetAddress) -> Result<(), NeighbourError> {
+    /// Map `ip` to `mac`, replacing an earlier mapping; returns the MAC it replaced
+    /// (like a map's `insert`). Use [`NeighbourTable::try_add`] to refuse a
+    /// conflicting MAC instead.
+    pub fn add(&mut self, ip: Ipv4Addr, mac: EthernetAddress) -> Option<EthernetAddress> {
         match self.entries.binary_search_by_key(&ip, |&(a, _)| a) {
-            Ok(i) => {
-                let existing = self.entries[i].1;
-                if existing == mac {
-                    Ok(())
-                } else {
-                    Err(NeighbourError::Conflict {
-                        ip,
-                        existing,
-                        new: mac,
-                    })
-                }
-            }
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, mac)),
             Err(i) => {
                 self.entries.insert(i, (ip, mac));
+                None
+            }
+        }
+    }
+
+    /// Map `ip` to `mac` unless it is already mapped to another MAC
+    /// ([`NeighbourError::Conflict`], table unchanged). Adding the same pair twice is
+    /// fine.
+    pub fn try_add(&mut self, ip: Ipv4Addr, mac: EthernetAddress) -> Result<(), NeighbourError> {
+        match self.lookup(ip) {
+            Some(existing) if existing != mac => Err(NeighbourError::Conflict {
+                ip,
+                existing,
+                new: mac,
+            }),
+            _ => {
+                self.add(ip, mac);
                 Ok(())
             }
         }
@@ -91,9 +98,10 @@ mod tests {
     fn add_and_lookup() {
         let mut t = NeighbourTable::new();
         assert!(t.is_empty());
-        t.add(Ipv4Addr::new(10, 0, 0, 2), mac(2)).unwrap();
-        t.add(Ipv4Addr::new(10, 0, 0, 1), mac(1)).unwrap();
-        t.add(Ipv4Addr::new(10, 0, 0, 1), mac(1)).unwrap();
+        assert_eq!(t.add(Ipv4Addr::new(10, 0, 0, 2), mac(2)), None);
+        assert_eq!(t.add(Ipv4Addr::new(10, 0, 0, 1), mac(7)), None);
+        assert_eq!(t.add(Ipv4Addr::new(10, 0, 0, 1), mac(1)), Some(mac(7)));
+        t.try_add(Ipv4Addr::new(10, 0, 0, 1), mac(1)).unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!(t.lookup(Ipv4Addr::new(10, 0, 0, 1)), Some(mac(1)));
         assert_eq!(t.lookup(Ipv4Addr::new(10, 0, 0, 2)), Some(mac(2)));
@@ -111,8 +119,8 @@ mod tests {
     #[test]
     fn conflicting_mac_is_an_error() {
         let mut t = NeighbourTable::new();
-        t.add(Ipv4Addr::new(10, 0, 0, 1), mac(1)).unwrap();
-        let err = t.add(Ipv4Addr::new(10, 0, 0, 1), mac(9)).unwrap_err();
+        t.try_add(Ipv4Addr::new(10, 0, 0, 1), mac(1)).unwrap();
+        let err = t.try_add(Ipv4Addr::new(10, 0, 0, 1), mac(9)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "neighbour 10.0.0.1 is given two MAC addresses: 02:00:00:00:00:01 and 02:00:00:00:00:09"
@@ -122,19 +130,23 @@ mod tests {
 
     proptest! {
         #[test]
-        fn behaves_like_a_map(ops in prop::collection::vec((0u32..64, any::<u8>()), 0..80),
+        fn behaves_like_a_map(ops in prop::collection::vec((0u32..64, any::<u8>(), any::<bool>()), 0..80),
                               probes in prop::collection::vec(0u32..80, 0..40)) {
             let mut t = NeighbourTable::new();
             let mut model: BTreeMap<Ipv4Addr, EthernetAddress> = BTreeMap::new();
-            for (a, m) in ops {
+            for (a, m, strict) in ops {
                 let ip = Ipv4Addr::from(0x0a00_0000 | a);
-                let result = t.add(ip, mac(m));
-                match model.get(&ip) {
-                    Some(&existing) if existing != mac(m) => prop_assert!(result.is_err()),
-                    _ => {
-                        prop_assert!(result.is_ok());
-                        model.insert(ip, mac(m));
+                if strict {
+                    let result = t.try_add(ip, mac(m));
+                    match model.get(&ip) {
+                        Some(&existing) if existing != mac(m) => prop_assert!(result.is_err()),
+                        _ => {
+                            prop_assert!(result.is_ok());
+                            model.insert(ip, mac(m));
+                        }
                     }
+                } else {
+                    prop_assert_eq!(t.add(ip, mac(m)), model.insert(ip, mac(m)));
                 }
             }
             prop_assert_eq!(t.len(), model.len());
