@@ -8,6 +8,21 @@
 //! - [`marking`]: the DSCP mark and the alternating-bit recovery of the upstream frame
 //!   on each input link.
 
+pub mod config;
+pub mod counters;
+mod deps;
 pub mod marking;
+pub mod node;
+pub mod pool;
 pub mod queues;
 pub mod schedule;
+pub mod sender;
+
+pub use config::{
+    BestEffortConfig, FlowConfig, FlowRule, FrameConfig, Mode, NeighbourConfig, NodeConfig,
+    PortConfig, Role, RowConfig, SlipAction,
+};
+pub use counters::{FlowCounters, NodeCounters, PortCounters};
+pub use node::{Node, NodeConfigError, RxMeta, Transmit, TxKind};
+pub use pool::PacketBuf;
+pub use sender::{SendFrame, SenderSchedule};

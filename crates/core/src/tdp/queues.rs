@@ -87,20 +87,37 @@ impl<P> FrameQueues<P> {
     /// Puts a packet of `bytes` bytes into the queue of forwarding frame `frame`
     /// (absolute index). Returns the queue index used.
     pub fn enqueue(&mut self, frame: i64, bytes: u64, packet: P) -> Result<usize, EnqueueError> {
+        self.try_enqueue(frame, bytes, packet).map_err(|(e, _)| e)
+    }
+
+    /// [`FrameQueues::enqueue`] that hands the packet back on error, so a router can
+    /// still send it another way (best effort) or recycle its buffer.
+    pub fn try_enqueue(
+        &mut self,
+        frame: i64,
+        bytes: u64,
+        packet: P,
+    ) -> Result<usize, (EnqueueError, P)> {
         let ahead = frame.saturating_sub(self.current);
         if ahead <= 0 {
-            return Err(EnqueueError::Late {
-                frame,
-                current: self.current,
-            });
+            return Err((
+                EnqueueError::Late {
+                    frame,
+                    current: self.current,
+                },
+                packet,
+            ));
         }
         let d_max = (self.n_buf() - 1) as u32;
         if ahead > d_max as i64 {
-            return Err(EnqueueError::TooEarly {
-                frame,
-                current: self.current,
-                d_max,
-            });
+            return Err((
+                EnqueueError::TooEarly {
+                    frame,
+                    current: self.current,
+                    d_max,
+                },
+                packet,
+            ));
         }
         let q = queue_index(
             self.slot(frame),
@@ -111,11 +128,14 @@ impl<P> FrameQueues<P> {
         );
         let held = self.bytes[q];
         if held.saturating_add(bytes) > self.capacity {
-            return Err(EnqueueError::Full {
-                frame,
-                bytes: held,
-                capacity: self.capacity,
-            });
+            return Err((
+                EnqueueError::Full {
+                    frame,
+                    bytes: held,
+                    capacity: self.capacity,
+                },
+                packet,
+            ));
         }
         self.bytes[q] = held + bytes;
         self.queues[q].push_back(packet);
@@ -136,6 +156,27 @@ impl<P> FrameQueues<P> {
             self.current += 1;
             self.buf_curr = (self.buf_curr + 1) % self.n_buf();
         }
+    }
+
+    /// Moves to a later frame in one step, however far: every queued packet missed
+    /// its frame and is returned in frame order as slipped. Costs `O(n_buf)`
+    /// whatever the distance (a clock jump, a node that slept through many frames).
+    pub fn skip_to(&mut self, frame: i64, mut slipped: impl FnMut(i64, P)) {
+        if frame <= self.current {
+            return;
+        }
+        let n = self.n_buf();
+        for i in 0..n {
+            let q = (self.buf_curr + i) % n;
+            let f = self.current.saturating_add(i as i64);
+            while let Some(p) = self.queues[q].pop_front() {
+                slipped(f, p);
+            }
+            self.bytes[q] = 0;
+        }
+        let steps = frame.saturating_sub(self.current);
+        self.buf_curr = ((self.buf_curr as i64 + steps.rem_euclid(n as i64)) % n as i64) as usize;
+        self.current = frame;
     }
 
     /// Next packet to send in the current frame, first in first out.
@@ -211,6 +252,28 @@ mod tests {
         assert_eq!(slipped, vec![(101, 2)]);
         assert_eq!(q.pop(), Some(4));
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn skip_to_matches_advance_to() {
+        let mut a: FrameQueues<u32> = FrameQueues::new(10, 3, 100, 5).unwrap();
+        let mut b = a.clone();
+        for (f, p) in [(6, 1), (7, 2), (8, 3), (6, 4)] {
+            a.enqueue(f, 1, p).unwrap();
+            b.enqueue(f, 1, p).unwrap();
+        }
+        let (mut sa, mut sb) = (Vec::new(), Vec::new());
+        a.advance_to(1_005, |f, p| sa.push((f, p)));
+        b.skip_to(1_005, |f, p| sb.push((f, p)));
+        assert_eq!(sa, sb);
+        assert_eq!(sa, vec![(6, 1), (6, 4), (7, 2), (8, 3)]);
+        assert_eq!(
+            (a.current_frame(), a.buf_curr()),
+            (b.current_frame(), b.buf_curr())
+        );
+        assert_eq!(b.enqueue(1_006, 1, 9), a.enqueue(1_006, 1, 9));
+        let err = b.try_enqueue(1_005, 1, 7).unwrap_err();
+        assert_eq!(err.1, 7);
     }
 
     proptest! {
