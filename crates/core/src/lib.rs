@@ -8,9 +8,15 @@
 //! - [`units`]: sizes and packet rates with units (`1514B`, `100000pps`).
 //! - [`frame`]: the common time reference of SPEC §1 — time-frames, cycles, parity bits.
 //! - [`stats`]: histograms, percentiles, RFC 3550 jitter, sequence accounting (SPEC §6).
-//! - [`wire`]: wire formats (the probe packet), zero-copy views plus `Repr` parse/emit.
+//! - [`wire`]: wire formats — the probe packet, Ethernet, IPv4, UDP, checksums —
+//!   zero-copy views plus `Repr` parse/emit; malformed bytes are errors, never panics.
+//! - [`net`]: IPv4 prefixes, the longest-prefix-match route table, the neighbour table
+//!   and the 5-tuple classifier of an edge router.
+//! - [`tdp`]: Time-Driven Priority (SPEC §2): scheduling tables, frame queues, DSCP
+//!   marking and frame recovery, and the TDP node state machine.
 //! - [`measure`]: the pure accumulators behind each probe (what a probe computes from
 //!   the timestamps the Linux layer hands it).
+//! - [`margin`]: the adaptive spin margin of the hybrid wait strategy.
 //! - [`sched`]: option types shared by every subcommand (wait strategy, policy).
 
 pub mod frame;

@@ -21,6 +21,18 @@
 //! - [`signal`]: Ctrl-C / SIGTERM as a stop flag a run checks between samples.
 //! - [`tracefs`]: finding or mounting tracefs, writing trace markers and freezing the
 //!   trace when a threshold is crossed (like `cyclictest -b`).
+//! - [`packet`]: AF_PACKET raw sockets for the user-space router: batched
+//!   `recvmmsg`/`sendmmsg`, unfinished-checksum and VLAN reports (PACKET_AUXDATA),
+//!   timestamps, outgoing frames ignored.
+//! - [`ethtool`]: offloads and interrupt coalescing through the SIOCETHTOOL ioctl (no
+//!   `ethtool` binary needed).
+//! - [`netns`]: named network namespaces, running code or processes inside them, and a
+//!   guard that always deletes them.
+//! - [`iface`]: interfaces (index, MAC, MTU, up/down, veth pairs, addresses, routes,
+//!   static neighbours) and per-namespace sysctls.
+//! - [`tc`]: tbf/htb shaping and detection of the qdiscs a kernel lacks (taprio, etf,
+//!   fq, netem).
+//! - [`cmd`]: running `ip` and `tc` with their stderr in typed errors.
 //!
 //! Unsafe code is confined to small blocks around `libc` calls, each with a
 //! `// SAFETY:` comment.
@@ -28,9 +40,15 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod clock;
+pub mod cmd;
+pub mod ethtool;
 pub mod host;
+pub mod iface;
+pub mod netns;
+pub mod packet;
 pub mod rt;
 pub mod signal;
+pub mod tc;
 pub mod tracefs;
 pub mod udp;
 pub mod wait;
@@ -42,9 +60,3 @@ pub use host::HostFacts;
 pub use rt::{RtError, RtRequest, RtState};
 pub use udp::{NetError, RecvInfo, RecvMode, TimestampConfig, TimestampSupport, UdpSocket};
 pub use wait::Waiter;
-pub mod cmd;
-pub mod ethtool;
-pub mod iface;
-pub mod netns;
-pub mod packet;
-pub mod tc;
