@@ -29,6 +29,14 @@ pub enum Command {
     /// Measure what the OS adds: timer wake-ups, OS noise, packet streams, request/response.
     #[command(subcommand)]
     Probe(ProbeCmd),
+    /// Run one time-driven node (sender, edge, core router or receiver) from a config file.
+    Node(crate::node::NodeArgs),
+    /// Build a test network in namespaces, run a scenario, collect results and a report.
+    #[command(subcommand)]
+    Lab(crate::lab::LabCmd),
+    /// Run the mesh4 scenario (baldi2006: FIFO vs TDP on a loaded 100 Mb/s mesh) and print
+    /// where the report is.
+    Demo(crate::lab::DemoArgs),
 }
 
 /// Real-time setup of the measuring thread.

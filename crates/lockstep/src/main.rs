@@ -3,6 +3,8 @@
 //! (0 ok, 1 a requested check failed, 2 usage or input error, 3 environment problem).
 
 mod cli;
+mod lab;
+mod node;
 mod probe;
 mod report;
 
@@ -34,6 +36,9 @@ fn main() -> ExitCode {
     lockstep_linux::signal::install_stop_handler();
     let result = match cli.command {
         cli::Command::Probe(cmd) => probe::run(cmd),
+        cli::Command::Node(args) => node::run(args),
+        cli::Command::Lab(cmd) => lab::run(cmd),
+        cli::Command::Demo(args) => lab::demo(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

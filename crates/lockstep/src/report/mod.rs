@@ -1,6 +1,7 @@
 //! Results: the SPEC §7 JSON document, the output directory, streamed per-sample CSV,
 //! and the human summary tables.
 
+pub mod html;
 pub mod human;
 pub mod samples;
 

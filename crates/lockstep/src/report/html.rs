@@ -1,0 +1,1 @@
+//! The self-contained `report.html` of a lab run (being written).
