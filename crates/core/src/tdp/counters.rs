@@ -100,6 +100,8 @@ pub struct NodeCounters {
     pub ttl_expired: u64,
     /// Addressed to one of this node's addresses (and not padding): dropped.
     pub local: u64,
+    /// A unicast frame for another MAC address (a promiscuous socket saw it).
+    pub other_host: u64,
     /// A handle_packet for a port the node does not have.
     pub unknown_port: u64,
     /// A TDP mark whose parity bits no frame can carry.

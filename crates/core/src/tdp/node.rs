@@ -26,7 +26,8 @@
 //!   `upstream + d`, `d` being the flow's (non-immediate forwarding; the flow is found
 //!   by the classifier rules, DSCP carries no flow id) or else the input port's
 //!   (immediate forwarding). It waits in the output port's [`FrameQueues`].
-//! - An edge classifies unmarked packets by 5-tuple, polices each flow to its
+//! - An edge treats marked packets like a core does (they come from TDP
+//!   neighbours) and classifies unmarked packets by 5-tuple, polices each flow to its
 //!   reservation (at most the row's packet count in each of its frames, i.e. its
 //!   reserved packets per cycle), and holds each packet until the flow's next
 //!   reserved frame with room.
@@ -176,11 +177,13 @@ enum InDrop {
     NoNeighbour,
     TtlExpired,
     Local,
+    OtherHost,
     Padding,
 }
 
 /// What a received IPv4 packet says (read before anything is rewritten).
 struct Parsed {
+    dst_mac: EthernetAddress,
     dst: Ipv4Addr,
     dscp: u8,
     ttl: u8,
@@ -322,6 +325,7 @@ impl Node {
                 InDrop::NoNeighbour => c.no_neighbour += 1,
                 InDrop::TtlExpired => c.ttl_expired += 1,
                 InDrop::Local => c.local += 1,
+                InDrop::OtherHost => c.other_host += 1,
                 InDrop::Padding => {
                     c.padding_received += 1;
                     c.ports[pi].padding_received += 1;
@@ -395,6 +399,10 @@ impl Node {
             Err(why) => return Err((why, p)),
         };
         p.ip_len = parsed.ip_len;
+        if parsed.dst_mac != self.ports[pi].mac && parsed.dst_mac.is_unicast() {
+            // seen only because the socket is promiscuous: another host's frame
+            return Err((InDrop::OtherHost, p));
+        }
         let tdp = self.tdp();
         // The link-level mark first: even a packet we drop tells us the upstream frame.
         let mut upstream = None;
@@ -805,6 +813,7 @@ fn parse(buf: &[u8], want_tuple: bool) -> Result<Parsed, InDrop> {
         None
     };
     Ok(Parsed {
+        dst_mac: eth.dst_addr(),
         dst: ip.dst_addr(),
         dscp: ip.dscp(),
         ttl: ip.ttl(),

@@ -368,6 +368,13 @@ fn rewrite_gives_valid_ipv4_and_the_next_hops_macs() {
     bad[24] ^= 0xff;
     sim.inject(40_000, 0, 1, bad);
     sim.inject(40_000, 0, 1, Udp::to(ip(192, 168, 0, 1), 1).frame(b"z"));
+    // another host's frame (promiscuous socket)
+    sim.inject(
+        40_000,
+        0,
+        1,
+        Udp::to(dst(), 1).dst_mac(mac(7, 7)).frame(b"o"),
+    );
     sim.run_until(3 * TF);
 
     let out = sim.sent_by(0, 2);
@@ -392,11 +399,11 @@ fn rewrite_gives_valid_ipv4_and_the_next_hops_macs() {
     );
     let c = sim.nodes[0].counters();
     assert_eq!(
-        (c.ttl_expired, c.arp, c.malformed, c.no_route),
-        (1, 1, 2, 1)
+        (c.ttl_expired, c.arp, c.malformed, c.no_route, c.other_host),
+        (1, 1, 2, 1, 1)
     );
-    assert_eq!(c.ports[0].rx_packets, 8);
-    assert_eq!(c.ports[0].rx_dropped, 5);
+    assert_eq!(c.ports[0].rx_packets, 9);
+    assert_eq!(c.ports[0].rx_dropped, 6);
     assert_eq!(c.ports[1].tx_packets, 3);
     assert_eq!((c.ports[1].tx_reserved, c.ports[1].tx_best_effort), (1, 2));
 }
