@@ -498,7 +498,7 @@ impl Node {
             Some(f) => {
                 p.frame = f;
                 let c = self.ports[out].queues.current_frame();
-                if f == c + 1 {
+                if c.checked_add(1) == Some(f) {
                     self.enqueue_reserved(out, f, p);
                 } else {
                     let idx = f.rem_euclid(i64::from(self.k) + 1) as usize;
@@ -610,12 +610,18 @@ impl Node {
         }
         // After k + 2 frames every queue and hold has emptied; jump the rest.
         let horizon = i64::from(self.k) + 2;
-        let stepped_to = if f - c > horizon { c + horizon } else { f };
-        for g in c + 1..=stepped_to {
+        let stepped_to = if f.saturating_sub(c) > horizon {
+            c.saturating_add(horizon)
+        } else {
+            f
+        };
+        let mut g = c;
+        while g < stepped_to {
+            g += 1;
             self.step_to(g);
         }
         if stepped_to < f {
-            let skipped = (f - stepped_to - 1) as u64;
+            let skipped = (f.saturating_sub(stepped_to) - 1) as u64;
             for pi in 0..self.ports.len() {
                 if self.ports[pi].padding_due {
                     self.counters.ports[pi].padding_missed += 1 + skipped;

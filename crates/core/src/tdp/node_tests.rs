@@ -1291,3 +1291,68 @@ fn a_clock_jump_skips_frames_without_walking_them() {
     assert_eq!(node.counters().frames, 1_000_000_001);
     assert_eq!(node.poll_timeout(), Some(TF * 1_000_000_001));
 }
+
+#[test]
+fn extreme_instants_do_not_panic() {
+    let mut config = core_config();
+    config.padding = true;
+    for role in [Role::Core, Role::Edge] {
+        config.role = role;
+        let mut node = Node::new(config.clone()).unwrap();
+        let bytes = Udp::to(dst(), 5000).dscp(0x1c).sized(100, 1);
+        for now in [
+            i64::MIN,
+            -1,
+            0,
+            i64::MAX / 2,
+            i64::MAX - 1,
+            i64::MAX,
+            i64::MIN + 1,
+        ] {
+            node.handle_packet(now, PortId(1), &bytes, RxMeta::default());
+            node.handle_timeout(now);
+            while let Some(tx) = node.poll_transmit(now) {
+                node.recycle(tx.buf);
+            }
+            let _ = node.poll_timeout();
+        }
+    }
+}
+
+proptest! {
+    /// Malformed input is counted, never a panic: random bytes, and valid frames
+    /// with random bytes overwritten.
+    #[test]
+    fn arbitrary_frames_never_panic(
+        junk in proptest::collection::vec(any::<u8>(), 0..200),
+        edits in proptest::collection::vec((0usize..200, any::<u8>()), 0..8),
+        edge in any::<bool>(),
+        fifo in any::<bool>(),
+    ) {
+        let (sim, _) = chain(true);
+        let mut config = if edge { sim.nodes[0].config().clone() } else { core_config() };
+        if fifo {
+            config.mode = Mode::Fifo;
+        }
+        let mut node = Node::new(config).unwrap();
+        let mut valid = host_packet(5001, 1);
+        for (at, b) in edits {
+            if let Some(x) = valid.get_mut(at) {
+                *x = b;
+            }
+        }
+        for (i, bytes) in [junk, valid].iter().enumerate() {
+            let now = i as i64 * 150_000;
+            node.handle_packet(now, PortId(1), bytes, RxMeta::default());
+            node.handle_packet(now, PortId(2), bytes, RxMeta::default());
+            for t in [now, now + TF, now + 5 * TF] {
+                node.handle_timeout(t);
+                while let Some(tx) = node.poll_transmit(t) {
+                    node.recycle(tx.buf);
+                }
+            }
+        }
+        let c = node.counters();
+        prop_assert_eq!(c.ports[0].rx_packets + c.ports[1].rx_packets, 4);
+    }
+}
