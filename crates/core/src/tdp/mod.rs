@@ -7,6 +7,11 @@
 //!   queue-index formula of baldi2006.
 //! - [`marking`]: the DSCP mark and the alternating-bit recovery of the upstream frame
 //!   on each input link.
+//! - [`node`]: the sans-IO router (edge, core, FIFO mode) built from those parts,
+//!   driven by `handle_packet` / `handle_timeout` / `poll_transmit` / `poll_timeout`.
+//! - [`config`]: the node configuration (`node.toml`), [`counters`]: what a node
+//!   counts, [`sender`]: which frames a sender's flows use, [`pool`]: reusable
+//!   packet buffers.
 
 pub mod config;
 pub mod counters;
