@@ -53,6 +53,7 @@ pub mod tracefs;
 pub mod udp;
 pub mod wait;
 
+mod sockopt;
 mod sys;
 
 pub use clock::{now, ClockMap};

@@ -31,6 +31,10 @@ use lockstep_core::{ClockId, Duration, Instant};
 use thiserror::Error;
 
 use crate::iface::{self, IfaceError};
+use crate::sockopt::{
+    getsockopt, is_timestamping, recv_errqueue, recv_mmsg, setsockopt, CmsgBuf, MsgResult,
+    SCM_TSTAMP_SND,
+};
 use crate::sys::last_error;
 use crate::udp::{
     control_messages, parse_extended_err, parse_scm_timestamping, NetError, RecvMode,
@@ -61,10 +65,6 @@ const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
 const ETH_P_8021Q: u16 = 0x8100;
-/// `SO_TIMESTAMPING_NEW`, the 64-bit-time variant 32-bit systems may report.
-const SCM_TIMESTAMPING_NEW: libc::c_int = 65;
-/// `ee_info` of a transmit timestamp taken when the driver got the packet.
-const SCM_TSTAMP_SND: u32 = 0;
 
 /// Room for one frame's control messages: `PACKET_AUXDATA` (40 bytes with its header)
 /// and `SCM_TIMESTAMPING` (64), or an extended error and a timestamp on the error
@@ -183,10 +183,6 @@ pub fn parse_auxdata(data: &[u8]) -> Option<AuxData> {
     })
 }
 
-fn is_timestamping(level: i32, kind: i32) -> bool {
-    level == libc::SOL_SOCKET && (kind == libc::SCM_TIMESTAMPING || kind == SCM_TIMESTAMPING_NEW)
-}
-
 /// Decodes the control messages of one received frame: (software RX timestamp in ns
 /// or 0, auxdata).
 fn parse_rx_control(control: &[u8]) -> (i64, Option<AuxData>) {
@@ -263,6 +259,7 @@ pub fn parse_packet_tx_timestamp(control: &[u8]) -> Option<TxTimestamp> {
 struct RecvScratch {
     controls: [Control; BATCH_MAX],
     addrs: [libc::sockaddr_ll; BATCH_MAX],
+    results: [MsgResult; BATCH_MAX],
 }
 
 /// A raw `AF_PACKET` socket bound to one interface.
@@ -300,36 +297,6 @@ fn io_err(op: &'static str) -> NetError {
     NetError::Io {
         op,
         source: last_error(),
-    }
-}
-
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` is a live value whose size is passed; the kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(last_error())
-    }
-}
-
-fn getsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, init: T) -> io::Result<T> {
-    let mut value = init;
-    let mut len = size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` is writable for `len` bytes.
-    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut T).cast(), &mut len) };
-    if rc == 0 {
-        Ok(value)
-    } else {
-        Err(last_error())
     }
 }
 
@@ -429,6 +396,7 @@ impl PacketSocket {
             scratch: Box::new(RecvScratch {
                 controls: [Control([0; CMSG_CAPACITY]); BATCH_MAX],
                 addrs: [zeroed_sockaddr_ll(); BATCH_MAX],
+                results: [MsgResult::default(); BATCH_MAX],
             }),
             rcvtimeo_ns: 0,
         })
@@ -448,6 +416,7 @@ impl PacketSocket {
             scratch: Box::new(RecvScratch {
                 controls: [Control([0; CMSG_CAPACITY]); BATCH_MAX],
                 addrs: [zeroed_sockaddr_ll(); BATCH_MAX],
+                results: [MsgResult::default(); BATCH_MAX],
             }),
             // Unknown to this handle: the first timed receive sets it.
             rcvtimeo_ns: -1,
@@ -670,67 +639,28 @@ impl PacketSocket {
                 libc::MSG_WAITFORONE
             }
         };
-        if slot == 0 {
-            return Ok(0);
-        }
-        let count = (buf.len() / slot).min(BATCH_MAX);
-        if count == 0 {
-            return Ok(0);
-        }
-        let mut iovs: [libc::iovec; BATCH_MAX] = std::array::from_fn(|_| libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        });
-        // SAFETY: mmsghdr is plain old data; all-zero is valid.
-        let mut msgs: [libc::mmsghdr; BATCH_MAX] = unsafe { std::mem::zeroed() };
         let scratch = &mut *self.scratch;
-        for (i, chunk) in buf.chunks_exact_mut(slot).take(count).enumerate() {
-            iovs[i] = libc::iovec {
-                iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: slot,
-            };
-            let h = &mut msgs[i].msg_hdr;
-            h.msg_name = (&mut scratch.addrs[i] as *mut libc::sockaddr_ll).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            h.msg_iov = &mut iovs[i];
-            h.msg_iovlen = 1;
-            h.msg_control = scratch.controls[i].0.as_mut_ptr().cast();
-            h.msg_controllen = CMSG_CAPACITY as _;
-        }
-        // SAFETY: the first `count` entries of `msgs` point at live, writable buffers of
-        // the stated sizes (addresses and control buffers in `scratch`, disjoint slots
-        // of `buf`); no timeout pointer (see recvmmsg(2) BUGS).
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                count as libc::c_uint,
-                flags as _,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = last_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                _ => Err(NetError::Io {
-                    op: "recvmmsg",
-                    source: e,
-                }),
-            };
-        }
-        let n = (n as usize).min(count);
+        let n = recv_mmsg(
+            self.fd.as_raw_fd(),
+            buf,
+            slot,
+            &mut scratch.addrs,
+            &mut scratch.controls,
+            flags,
+            &mut scratch.results,
+        )?;
         let mut reported = 0;
-        for (i, m) in msgs.iter().enumerate().take(n) {
+        for (i, m) in scratch.results.iter().enumerate().take(n) {
             let pkttype = scratch.addrs[i].sll_pkttype;
             if pkttype == PACKET_OUTGOING {
                 continue;
             }
-            let h = &m.msg_hdr;
-            let controllen = (h.msg_controllen as usize).min(CMSG_CAPACITY);
-            let captured = (m.msg_len as usize).min(slot);
-            let control = scratch.controls[i].0.get(..controllen).unwrap_or_default();
-            let meta = frame_meta(control, captured, h.msg_flags, pkttype);
+            let captured = m.len.min(slot);
+            let control = scratch.controls[i]
+                .0
+                .get(..m.controllen)
+                .unwrap_or_default();
+            let meta = frame_meta(control, captured, m.flags, pkttype);
             let start = i * slot;
             let data = buf.get(start..start + captured).unwrap_or_default();
             each(data, meta);
@@ -836,50 +766,15 @@ impl PacketSocket {
     /// Takes the next transmit timestamp from the error queue, without blocking;
     /// `Ok(None)` when none is queued (yet: it is queued once the driver took the
     /// frame).
-    #[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on musl
     pub fn poll_tx_timestamp(&self) -> Result<Option<TxTimestamp>, NetError> {
         let mut data = [0u8; 64];
-        let mut control = Control([0; CMSG_CAPACITY]);
-        loop {
-            let mut iov = libc::iovec {
-                iov_base: data.as_mut_ptr().cast(),
-                iov_len: data.len(),
-            };
-            // SAFETY: msghdr is plain old data; all-zero is valid.
-            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.0.as_mut_ptr().cast();
-            msg.msg_controllen = CMSG_CAPACITY as _;
-            // SAFETY: the pointers in `msg` refer to live, writable buffers of the stated
-            // sizes; no address buffer is given.
-            let n = unsafe {
-                libc::recvmsg(
-                    self.fd.as_raw_fd(),
-                    &mut msg,
-                    libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                let e = last_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) => return Ok(None),
-                    Some(libc::EINTR) => continue,
-                    _ => {
-                        return Err(NetError::Io {
-                            op: "recvmsg(MSG_ERRQUEUE)",
-                            source: e,
-                        })
-                    }
-                }
-            }
-            let controllen = (msg.msg_controllen as usize).min(CMSG_CAPACITY);
-            if let Some(ts) =
-                parse_packet_tx_timestamp(control.0.get(..controllen).unwrap_or_default())
-            {
+        let mut control = CmsgBuf::new();
+        while let Some(len) = recv_errqueue(self.fd.as_raw_fd(), &mut data, &mut control)? {
+            if let Some(ts) = parse_packet_tx_timestamp(control.0.get(..len).unwrap_or_default()) {
                 return Ok(Some(ts));
             }
         }
+        Ok(None)
     }
 }
 

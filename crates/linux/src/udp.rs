@@ -22,6 +22,10 @@ use lockstep_core::{ClockId, Duration, Instant};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::sockopt::{
+    getsockopt, is_timestamping, recv_errqueue, recv_mmsg, setsockopt, CmsgBuf, MsgResult,
+    CMSG_CAPACITY, SCM_TSTAMP_SND,
+};
 use crate::sys::{last_error, ns_to_timespec};
 
 /// Why a socket operation failed.
@@ -157,20 +161,8 @@ pub struct TxTimestamp {
     pub hardware: Option<Instant>,
 }
 
-/// Room for the control messages of one datagram: `SCM_TIMESTAMPING` (64 bytes) plus an
-/// extended error with its offender address (64 bytes), with margin.
-const CMSG_CAPACITY: usize = 256;
-
-#[repr(C, align(8))]
-struct CmsgBuf([u8; CMSG_CAPACITY]);
-
 /// Most datagrams [`UdpSocket::recv_batch`] takes in one call.
 pub const RECV_BATCH_MAX: usize = 32;
-
-/// `SO_TIMESTAMPING_NEW`, the 64-bit-time variant 32-bit systems may report.
-const SCM_TIMESTAMPING_NEW: libc::c_int = 65;
-/// `ee_info` of a transmit timestamp taken when the driver got the packet.
-const SCM_TSTAMP_SND: u32 = 0;
 
 /// A UDP socket (IPv4 or IPv6) that owns its file descriptor.
 #[derive(Debug)]
@@ -273,41 +265,11 @@ fn setsockopt_int(
     name: libc::c_int,
     value: libc::c_int,
 ) -> io::Result<()> {
-    // SAFETY: `value` is a valid c_int and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(last_error())
-    }
+    setsockopt(fd, level, name, &value)
 }
 
 fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `value` and `len` are valid and writable; `len` holds the buffer size.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(value)
-    } else {
-        Err(last_error())
-    }
+    getsockopt(fd, level, name, 0)
 }
 
 /// Walks the control messages of a received message: yields `(level, type, data)`.
@@ -371,10 +333,6 @@ pub fn parse_extended_err(data: &[u8]) -> Option<ExtendedErr> {
         info: u32::from_ne_bytes(data.get(8..12)?.try_into().ok()?),
         data: u32::from_ne_bytes(data.get(12..16)?.try_into().ok()?),
     })
-}
-
-fn is_timestamping(level: i32, kind: i32) -> bool {
-    level == libc::SOL_SOCKET && (kind == libc::SCM_TIMESTAMPING || kind == SCM_TIMESTAMPING_NEW)
 }
 
 fn is_recverr(level: i32, kind: i32) -> bool {
@@ -912,13 +870,13 @@ impl UdpSocket {
                     }
                 }
             }
-            return Ok(Some(self.describe_received(
-                &addr,
-                &msg,
-                &control,
-                n as usize,
-                buf.len(),
-            )));
+            let m = MsgResult {
+                len: n as usize,
+                flags: msg.msg_flags,
+                namelen: msg.msg_namelen,
+                controllen: (msg.msg_controllen as usize).min(CMSG_CAPACITY),
+            };
+            return Ok(Some(self.describe_received(&addr, m, &control, buf.len())));
         }
     }
 
@@ -929,14 +887,13 @@ impl UdpSocket {
     fn describe_received(
         &self,
         addr: &RawAddr,
-        msg: &libc::msghdr,
+        m: MsgResult,
         control: &CmsgBuf,
-        n: usize,
         cap: usize,
     ) -> RecvInfo {
-        let controllen = (msg.msg_controllen as usize).min(CMSG_CAPACITY);
         let (mut kernel_rx, mut hw_rx) = (None, None);
-        for (level, kind, data) in control_messages(control.0.get(..controllen).unwrap_or_default())
+        for (level, kind, data) in
+            control_messages(control.0.get(..m.controllen).unwrap_or_default())
         {
             if is_timestamping(level, kind) {
                 if let Some(ts) = parse_scm_timestamping(data) {
@@ -946,14 +903,14 @@ impl UdpSocket {
             }
         }
         let from = addr
-            .decode(msg.msg_namelen)
+            .decode(m.namelen)
             .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
         RecvInfo {
-            len: n.min(cap),
+            len: m.len.min(cap),
             from,
             kernel_rx,
             hw_rx,
-            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+            truncated: m.flags & libc::MSG_TRUNC != 0,
         }
     }
 
@@ -981,66 +938,20 @@ impl UdpSocket {
                 libc::MSG_WAITFORONE
             }
         };
-        if slot == 0 {
-            return Ok(0);
-        }
-        let count = (buf.len() / slot).min(RECV_BATCH_MAX);
-        if count == 0 {
-            return Ok(0);
-        }
         let mut addrs: [RawAddr; RECV_BATCH_MAX] = std::array::from_fn(|_| RawAddr::zeroed());
-        let mut controls: [CmsgBuf; RECV_BATCH_MAX] =
-            std::array::from_fn(|_| CmsgBuf([0; CMSG_CAPACITY]));
-        let mut iovs: [libc::iovec; RECV_BATCH_MAX] = std::array::from_fn(|_| libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        });
-        // SAFETY: mmsghdr is plain old data; all-zero is valid.
-        let mut msgs: [libc::mmsghdr; RECV_BATCH_MAX] = unsafe { std::mem::zeroed() };
-        for (i, chunk) in buf.chunks_exact_mut(slot).take(count).enumerate() {
-            iovs[i] = libc::iovec {
-                iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: slot,
-            };
-            let h = &mut msgs[i].msg_hdr;
-            h.msg_name = (&mut addrs[i] as *mut RawAddr).cast();
-            h.msg_namelen = size_of::<RawAddr>() as libc::socklen_t;
-            h.msg_iov = &mut iovs[i];
-            h.msg_iovlen = 1;
-            h.msg_control = controls[i].0.as_mut_ptr().cast();
-            h.msg_controllen = CMSG_CAPACITY as _;
-        }
-        // SAFETY: the first `count` entries of `msgs` point at live, writable buffers of
-        // the stated sizes (addresses, disjoint slots of `buf`, control buffers); no
-        // timeout pointer (its semantics are broken, see recvmmsg(2)).
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                count as libc::c_uint,
-                flags as _,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = last_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                _ => Err(NetError::Io {
-                    op: "recvmmsg",
-                    source: e,
-                }),
-            };
-        }
-        let n = (n as usize).min(count);
+        let mut controls = [CmsgBuf::new(); RECV_BATCH_MAX];
+        let mut results = [MsgResult::default(); RECV_BATCH_MAX];
+        let n = recv_mmsg(
+            self.fd.as_raw_fd(),
+            buf,
+            slot,
+            &mut addrs,
+            &mut controls,
+            flags,
+            &mut results,
+        )?;
         for i in 0..n {
-            let info = self.describe_received(
-                &addrs[i],
-                &msgs[i].msg_hdr,
-                &controls[i],
-                msgs[i].msg_len as usize,
-                slot,
-            );
+            let info = self.describe_received(&addrs[i], results[i], &controls[i], slot);
             let start = i * slot;
             let data = buf.get(start..start + info.len).unwrap_or_default();
             each(data, info);
@@ -1053,48 +964,15 @@ impl UdpSocket {
     /// the packet). Entries that are not transmit timestamps are skipped.
     pub fn poll_tx_timestamp(&self) -> Result<Option<TxTimestamp>, NetError> {
         let mut data = [0u8; 64];
-        let mut control = CmsgBuf([0; CMSG_CAPACITY]);
-        loop {
-            let mut iov = libc::iovec {
-                iov_base: data.as_mut_ptr().cast(),
-                iov_len: data.len(),
-            };
-            // SAFETY: msghdr is plain old data; all-zero is valid.
-            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.0.as_mut_ptr().cast();
-            msg.msg_controllen = CMSG_CAPACITY as _;
-            // SAFETY: the pointers in `msg` refer to live, writable buffers of the stated
-            // sizes (`iov` → `data`, `control`); no address buffer is given.
-            let n = unsafe {
-                libc::recvmsg(
-                    self.fd.as_raw_fd(),
-                    &mut msg,
-                    libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                let e = last_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) => return Ok(None),
-                    Some(libc::EINTR) => continue,
-                    _ => {
-                        return Err(NetError::Io {
-                            op: "recvmsg(MSG_ERRQUEUE)",
-                            source: e,
-                        })
-                    }
-                }
-            }
-            let controllen = (msg.msg_controllen as usize).min(CMSG_CAPACITY);
-            if let Some(ts) = parse_tx_timestamp(
-                control.0.get(..controllen).unwrap_or_default(),
-                self.hw_clock,
-            ) {
+        let mut control = CmsgBuf::new();
+        while let Some(len) = recv_errqueue(self.fd.as_raw_fd(), &mut data, &mut control)? {
+            if let Some(ts) =
+                parse_tx_timestamp(control.0.get(..len).unwrap_or_default(), self.hw_clock)
+            {
                 return Ok(Some(ts));
             }
         }
+        Ok(None)
     }
 }
 

@@ -1,0 +1,206 @@
+//! Socket plumbing shared by the UDP and packet sockets: typed `setsockopt` /
+//! `getsockopt`, the aligned control-message buffer, and reading one entry of a
+//! socket's error queue (where transmit timestamps arrive).
+
+use std::io;
+use std::mem::size_of;
+use std::os::fd::RawFd;
+
+use crate::sys::last_error;
+use crate::udp::NetError;
+
+/// Room for the control messages of one message: `SCM_TIMESTAMPING` (64 bytes),
+/// `PACKET_AUXDATA` (40) or an extended error with its offender address (64), with
+/// margin.
+pub(crate) const CMSG_CAPACITY: usize = 256;
+
+/// A control-message buffer aligned like `cmsghdr`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub(crate) struct CmsgBuf(pub(crate) [u8; CMSG_CAPACITY]);
+
+impl CmsgBuf {
+    pub(crate) const fn new() -> Self {
+        CmsgBuf([0; CMSG_CAPACITY])
+    }
+}
+
+/// `SO_TIMESTAMPING_NEW`, the 64-bit-time variant 32-bit systems may report.
+pub(crate) const SCM_TIMESTAMPING_NEW: libc::c_int = 65;
+/// `ee_info` of a transmit timestamp taken when the driver got the packet.
+pub(crate) const SCM_TSTAMP_SND: u32 = 0;
+
+/// Whether a control message carries `SCM_TIMESTAMPING`.
+pub(crate) fn is_timestamping(level: i32, kind: i32) -> bool {
+    level == libc::SOL_SOCKET && (kind == libc::SCM_TIMESTAMPING || kind == SCM_TIMESTAMPING_NEW)
+}
+
+pub(crate) fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` is a live value whose size is passed; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(last_error())
+    }
+}
+
+pub(crate) fn getsockopt<T: Copy>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    init: T,
+) -> io::Result<T> {
+    let mut value = init;
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is writable for `len` bytes.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut T).cast(), &mut len) };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(last_error())
+    }
+}
+
+/// Reads one entry of the socket's error queue without blocking. Returns the length
+/// of the control data written into `control`, or `None` when the queue is empty.
+#[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on musl
+pub(crate) fn recv_errqueue(
+    fd: RawFd,
+    data: &mut [u8],
+    control: &mut CmsgBuf,
+) -> Result<Option<usize>, NetError> {
+    loop {
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr().cast(),
+            iov_len: data.len(),
+        };
+        // SAFETY: msghdr is plain old data; all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = CMSG_CAPACITY as _;
+        // SAFETY: the pointers in `msg` refer to live, writable buffers of the stated
+        // sizes (`iov` → `data`, `control`); no address buffer is given.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = last_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) => return Ok(None),
+                Some(libc::EINTR) => continue,
+                _ => {
+                    return Err(NetError::Io {
+                        op: "recvmsg(MSG_ERRQUEUE)",
+                        source: e,
+                    })
+                }
+            }
+        }
+        return Ok(Some((msg.msg_controllen as usize).min(CMSG_CAPACITY)));
+    }
+}
+
+/// What `recvmmsg` reported for one message.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct MsgResult {
+    /// Bytes of the message (may exceed the slot when truncated).
+    pub len: usize,
+    pub flags: libc::c_int,
+    pub namelen: libc::socklen_t,
+    /// Bytes of control data written.
+    pub controllen: usize,
+}
+
+impl MsgResult {
+    #[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on musl
+    fn of(m: &libc::mmsghdr, control_cap: usize) -> Self {
+        MsgResult {
+            len: m.msg_len as usize,
+            flags: m.msg_hdr.msg_flags,
+            namelen: m.msg_hdr.msg_namelen,
+            controllen: (m.msg_hdr.msg_controllen as usize).min(control_cap),
+        }
+    }
+}
+
+/// One `recvmmsg` call: `buf` is cut into slots of `slot` bytes, message `i` goes to
+/// slot `i` with its source address in `addrs[i]` and its control messages in
+/// `controls[i]` (any plain-old-data buffer type aligned for `cmsghdr`). Returns how
+/// many messages arrived, their facts in `results`; `Ok(0)` when none (EAGAIN, EINTR).
+pub(crate) fn recv_mmsg<A, C, const N: usize>(
+    fd: RawFd,
+    buf: &mut [u8],
+    slot: usize,
+    addrs: &mut [A; N],
+    controls: &mut [C; N],
+    flags: libc::c_int,
+    results: &mut [MsgResult; N],
+) -> Result<usize, NetError> {
+    if slot == 0 {
+        return Ok(0);
+    }
+    let count = (buf.len() / slot).min(N);
+    if count == 0 {
+        return Ok(0);
+    }
+    let mut iovs: [libc::iovec; N] = std::array::from_fn(|_| libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    });
+    // SAFETY: mmsghdr is plain old data; all-zero is valid.
+    let mut msgs: [libc::mmsghdr; N] = unsafe { std::mem::zeroed() };
+    for (i, chunk) in buf.chunks_exact_mut(slot).take(count).enumerate() {
+        iovs[i] = libc::iovec {
+            iov_base: chunk.as_mut_ptr().cast(),
+            iov_len: slot,
+        };
+        let h = &mut msgs[i].msg_hdr;
+        h.msg_name = (&mut addrs[i] as *mut A).cast();
+        h.msg_namelen = size_of::<A>() as libc::socklen_t;
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        h.msg_control = (&mut controls[i] as *mut C).cast();
+        h.msg_controllen = size_of::<C>() as _;
+    }
+    // SAFETY: the first `count` entries of `msgs` point at live, writable buffers of the
+    // stated sizes (addresses, control buffers, disjoint slots of `buf`); no timeout
+    // pointer (its semantics are broken, see recvmmsg(2) BUGS).
+    let n = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            count as libc::c_uint,
+            flags as _,
+            std::ptr::null_mut(),
+        )
+    };
+    if n < 0 {
+        let e = last_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+            _ => Err(NetError::Io {
+                op: "recvmmsg",
+                source: e,
+            }),
+        };
+    }
+    let n = (n as usize).min(count);
+    for (r, m) in results.iter_mut().zip(msgs.iter()).take(n) {
+        *r = MsgResult::of(m, size_of::<C>());
+    }
+    Ok(n)
+}
