@@ -96,6 +96,8 @@
 
 use thiserror::Error;
 
+use super::checksum::{fold, ones_complement_sum, update_bytes};
+
 /// `b"LKST"`: the first four bytes of every probe packet.
 pub const MAGIC: [u8; 4] = *b"LKST";
 /// The wire format version this build emits and accepts.
@@ -273,28 +275,6 @@ fn encode_hop(hop: &HopRecord) -> [u8; HOP_LEN] {
     rec
 }
 
-/// Ones'-complement sum of big-endian 16-bit words, not yet folded. `data` has even
-/// length everywhere it is used (every covered region is a multiple of 4 bytes).
-fn ones_sum(data: &[u8]) -> u64 {
-    let mut chunks = data.chunks_exact(2);
-    let mut sum: u64 = chunks
-        .by_ref()
-        .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    if let [last] = chunks.remainder() {
-        sum += u64::from(*last) << 8;
-    }
-    sum
-}
-
-/// Fold a wide sum into 16 bits with end-around carry.
-fn fold(mut sum: u64) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// A zero-copy view of a probe packet in a byte buffer.
 ///
 /// Build it with [`Packet::new_checked`] for bytes from the network: afterwards no
@@ -437,12 +417,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Ones'-complement sum of the covered region with the checksum field as zero,
     /// or `None` if the region does not fit the buffer.
-    fn covered_sum(&self) -> Option<u64> {
+    fn covered_sum(&self) -> Option<u32> {
         let data = self.buffer.as_ref();
         let covered = data.get(..self.hop_area_end())?;
         let before = covered.get(..field::CHECKSUM)?;
         let after = covered.get(field::CHECKSUM + 2..)?;
-        Some(ones_sum(before) + ones_sum(after))
+        // `before` has even length, so the two pieces sum as one region
+        Some(ones_complement_sum(after, ones_complement_sum(before, 0)))
     }
 
     /// Does the checksum match? `false` when the covered region does not fit the
@@ -452,7 +433,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return false;
         }
         match self.covered_sum() {
-            Some(sum) => fold(sum + u64::from(self.checksum())) == 0xffff,
+            Some(sum) => fold(sum + u32::from(self.checksum())) == 0xffff,
             None => false,
         }
     }
@@ -530,13 +511,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// checksummed region) and adjust the checksum incrementally (RFC 1624 eqn. 3):
     /// `HC' = ~(~HC + ~m + m')`. A mismatch that was there before stays there.
     fn replace_covered(&mut self, at: usize, new: &[u8]) {
-        let old_sum = ones_sum(&self.buffer.as_ref()[at..at + new.len()]);
-        let new_sum = ones_sum(new);
+        let updated = update_bytes(
+            self.checksum(),
+            &self.buffer.as_ref()[at..at + new.len()],
+            new,
+        );
         write(self.buffer.as_mut(), at, new);
-        let hc = u64::from(!self.checksum());
-        // ~m for a multi-word m: the ones' complement of the folded old sum.
-        let not_old = u64::from(!fold(old_sum));
-        self.set_checksum(!fold(hc + not_old + new_sum));
+        self.set_checksum(updated);
     }
 
     /// Hot-path helper for a sender: write `t_send_ns` right before `send` and keep
@@ -568,9 +549,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         // replace the (hop_count, reserved) word.
         let rec = encode_hop(hop);
         write(self.buffer.as_mut(), at, &rec);
-        let rec_sum = ones_sum(&rec);
-        let hc = u64::from(!self.checksum());
-        self.set_checksum(!fold(hc + rec_sum));
+        let hc = u32::from(!self.checksum());
+        self.set_checksum(!fold(ones_complement_sum(&rec, hc)));
         let reserved = self.buffer.as_ref()[field::RESERVED0];
         self.replace_covered(field::HOP_COUNT, &[hop_count + 1, reserved]);
         Ok(())
