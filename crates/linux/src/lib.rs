@@ -24,6 +24,7 @@
 //! - [`packet`]: AF_PACKET raw sockets for the user-space router: batched
 //!   `recvmmsg`/`sendmmsg`, unfinished-checksum and VLAN reports (PACKET_AUXDATA),
 //!   timestamps, outgoing frames ignored.
+//! - [`poll`]: waiting on several sockets at once (`ppoll`, nanosecond timeout).
 //! - [`ethtool`]: offloads and interrupt coalescing through the SIOCETHTOOL ioctl (no
 //!   `ethtool` binary needed).
 //! - [`netns`]: named network namespaces, running code or processes inside them, and a
@@ -46,6 +47,7 @@ pub mod host;
 pub mod iface;
 pub mod netns;
 pub mod packet;
+pub mod poll;
 pub mod rt;
 pub mod signal;
 pub mod tc;
