@@ -4,6 +4,7 @@
 pub mod html;
 pub mod human;
 pub mod samples;
+pub mod svg;
 
 use std::fs;
 use std::io::Write;
