@@ -34,13 +34,18 @@ impl Poller {
         Poller::default()
     }
 
-    /// Waits until one of `fds` is readable or has an error-queue entry, or until
+    /// Waits until one of `fds` (any iterator of borrowed descriptors, e.g.
+    /// `sockets.iter().map(|s| s.as_fd())`, so the caller allocates nothing) is readable or has an error-queue entry, or until
     /// `timeout` has passed (`None`: no limit; zero or negative: just look). Returns
     /// how many descriptors are ready; 0 after a timeout or a signal. Read each one's
     /// state with [`Poller::readiness`], by its index in `fds`.
-    pub fn wait(&mut self, fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<usize> {
+    pub fn wait<'a>(
+        &mut self,
+        fds: impl IntoIterator<Item = BorrowedFd<'a>>,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
         self.pfds.clear();
-        self.pfds.extend(fds.iter().map(|fd| libc::pollfd {
+        self.pfds.extend(fds.into_iter().map(|fd| libc::pollfd {
             fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
@@ -49,9 +54,9 @@ impl Poller {
         let tsp = ts
             .as_ref()
             .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: `pfds` holds `len` valid pollfd entries for descriptors the caller
-        // keeps open (they are borrowed for the call); `tsp` is null or points at `ts`;
-        // no signal mask.
+        // SAFETY: `pfds` holds `len` valid pollfd entries; their descriptors were
+        // borrowed for `'a`, and the caller's borrows outlive this call, so they are
+        // open; `tsp` is null or points at `ts`; no signal mask.
         let rc = unsafe {
             libc::ppoll(
                 self.pfds.as_mut_ptr(),
@@ -95,10 +100,10 @@ mod tests {
         let b = UdpSocket::bind(lo).unwrap();
         let mut p = Poller::new();
         let fds = [a.as_fd(), b.as_fd()];
-        assert_eq!(p.wait(&fds, Some(Duration::from_micros(100))).unwrap(), 0);
+        assert_eq!(p.wait(fds, Some(Duration::from_micros(100))).unwrap(), 0);
         assert_eq!(p.readiness(0), Readiness::default());
         a.send_to(b"x", b.local_addr().unwrap()).unwrap();
-        assert_eq!(p.wait(&fds, Some(Duration::from_secs(5))).unwrap(), 1);
+        assert_eq!(p.wait(fds, Some(Duration::from_secs(5))).unwrap(), 1);
         assert_eq!(p.readiness(0), Readiness::default());
         assert_eq!(
             p.readiness(1),
@@ -109,6 +114,6 @@ mod tests {
         );
         assert_eq!(p.readiness(7), Readiness::default());
         // zero timeout: just look
-        assert_eq!(p.wait(&fds, Some(Duration::ZERO)).unwrap(), 1);
+        assert_eq!(p.wait(fds, Some(Duration::ZERO)).unwrap(), 1);
     }
 }

@@ -1,11 +1,403 @@
-//! `lockstep node --config node.toml` (being written): one live time-driven node.
+//! `lockstep node --config FILE.toml`: one live time-driven node (SPEC §2–3), one
+//! process per node. The file's `[node]` table is the sans-IO node's configuration,
+//! `[live]` says how this process runs it ([`config`]).
+//!
+//! Roles:
+//! - `sender` ([`sender`]): UDP sockets, one per flow; wakes at the start of each of
+//!   its flows' reserved frames and sends probe packets (seq, frame, `t0` = frame
+//!   start, `t_wake`, `t_send`, room for 4 hop records), DSCP-marked with the frame
+//!   in TDP mode.
+//! - `edge` and `core` ([`router`]): a user-space router on AF_PACKET sockets that
+//!   drives [`lockstep_core::tdp::node::Node`]; its module docs explain the frame loop.
+//! - `receiver` ([`receiver`]): one UDP socket; per-flow statistics and the latency
+//!   decomposition ([`decomp`]).
+//!
+//! Every node: `--start-at-ns T` (do nothing before T, so all nodes of a lab start
+//! together), `--duration D` (from the start), stops cleanly on SIGINT/SIGTERM,
+//! `--ready-file PATH` (touched once its sockets are open, before it waits for the
+//! start), and on exit writes `DIR/<name>.json` with `--output DIR` (the same
+//! document on stdout with `--json`):
+//!
+//! ```text
+//! {"name", "role", "mode", "counters", "wakeup", "flows", "warnings",
+//!  + "kind": "node", "lockstep", "command", "started_at", "host", "config",
+//!    "realtime", "clock", "tf_ns", "k", "start_ns", "stop_ns", "stop_reason", ...}
+//! ```
+//!
+//! `counters` is the router's [`lockstep_core::tdp::NodeCounters`], or the sender's
+//! or receiver's own; `wakeup` the frame-timer wake-up latency (routers, senders);
+//! `flows` the receiver's per-flow results ([`decomp::FlowResult`]). Per-packet files:
+//! `DIR/<name>-tx.csv` (sender and routers: software TX timestamps per probe, keyed
+//! by flow and seq) and `DIR/<name>-packets.csv` (receiver with `samples = true`).
+//!
+//! Clock sync: the node reads the kernel's clock discipline (adjtimex). It warns when
+//! the estimated error exceeds TF/10 on a synchronised clock; with `--require-sync`
+//! it refuses (exit 3) an unsynchronised clock or one whose estimated error exceeds
+//! TF/2. In a one-host lab all nodes share one clock: no `--require-sync` there.
+//!
+//! Exit status (SPEC §8): 0 done, 2 a bad file or option (the message names the
+//! file, line and field), 3 the environment (no privilege for raw sockets, a
+//! missing interface or clock, an unsynchronised clock with `--require-sync`).
 
-use anyhow::Result;
+pub mod config;
+pub mod decomp;
+mod receiver;
+mod router;
+mod sender;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
 use clap::Args;
+use lockstep_core::sched::Policy;
+use lockstep_core::stats::Summary;
+use lockstep_core::tdp::config::{Mode, Role};
+use lockstep_core::{ClockId, Duration, Instant};
+use lockstep_linux::host::HostFacts;
+use lockstep_linux::signal::stop_requested;
+use lockstep_linux::Waiter;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::cli::parse_duration_positive;
+use crate::report::human::{dist_table, kv};
+use crate::report::{write_atomic, Tool, SCHEMA_VERSION};
+use crate::{EnvError, UsageError};
+use config::NodeFile;
 
 #[derive(Args, Debug)]
-pub struct NodeArgs {}
+pub struct NodeArgs {
+    /// The node file: [node] (the node's configuration) and [live] (how to run it).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: PathBuf,
+    /// Run for this long after the start (default: until SIGINT/SIGTERM, or a
+    /// sender's packet counts).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    pub duration: Option<Duration>,
+    /// Write DIR/<name>.json and the per-packet CSV files here.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Print the result document on stdout (human text goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Do nothing before this instant (ns of the node's clock): every node of a lab
+    /// starts on the same frame.
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub start_at_ns: Option<i64>,
+    /// Touch this file once the sockets are open and the node waits for its start.
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+    /// Refuse to run (exit 3) on an unsynchronised clock or one whose estimated
+    /// error exceeds TF/2 (across hosts; not in a one-host lab).
+    #[arg(long)]
+    pub require_sync: bool,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
 
-pub fn run(_args: NodeArgs) -> Result<()> {
-    anyhow::bail!("lockstep node: not built yet")
+/// Why a node stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StopReason {
+    Duration,
+    Signal,
+    /// A sender sent every flow's `count`.
+    Count,
+}
+
+/// What a role hands back for the result document.
+pub(crate) struct Outcome {
+    pub counters: Value,
+    pub wakeup: Option<Summary>,
+    pub flows: Option<Value>,
+    /// Further role-specific top-level fields.
+    pub extra: Map<String, Value>,
+    pub stop: StopReason,
+    pub stop_ns: i64,
+    /// Lines and distributions for the human summary.
+    pub lines: Vec<(&'static str, String)>,
+    pub dists: Vec<(String, Summary)>,
+}
+
+/// Shared run context of every role.
+pub(crate) struct Ctx {
+    pub file: NodeFile,
+    pub clock: ClockId,
+    pub output: Option<PathBuf>,
+    pub quiet: bool,
+    pub ready_file: Option<PathBuf>,
+    pub start_at_ns: Option<i64>,
+    pub duration: Option<Duration>,
+    pub warnings: Vec<String>,
+    pub realtime: Value,
+}
+
+impl Ctx {
+    pub fn progress(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("{text}");
+        }
+    }
+
+    pub fn warn(&mut self, w: impl Into<String>) {
+        let w = w.into();
+        self.progress(&format!("warning: {w}"));
+        self.warnings.push(w);
+    }
+
+    /// `DIR/<name><suffix>` when `--output` was given.
+    pub fn out_file(&self, suffix: &str) -> Option<PathBuf> {
+        self.output
+            .as_ref()
+            .map(|d| d.join(format!("{}{suffix}", self.file.node.name)))
+    }
+
+    /// The waiter for frame starts.
+    pub fn waiter(&self) -> Waiter {
+        let live = &self.file.live;
+        let w = Waiter::new(self.clock, live.strategy);
+        match live.margin {
+            Some(m) => w.with_margin(m),
+            None => w,
+        }
+    }
+
+    /// Touches the ready file (sockets are open, the node is about to wait).
+    pub fn ready(&self) -> Result<()> {
+        if let Some(p) = &self.ready_file {
+            let mut f = std::fs::File::create(p)
+                .with_context(|| format!("--ready-file: cannot create {}", p.display()))?;
+            writeln!(f, "{}", std::process::id())?;
+        }
+        Ok(())
+    }
+
+    /// Waits for `--start-at-ns` (if any) and returns the start instant. Returns
+    /// `None` when a stop was asked for meanwhile.
+    pub fn wait_start(&self, waiter: &Waiter) -> Option<i64> {
+        let now = waiter.now().ns;
+        let Some(t) = self.start_at_ns.filter(|&t| t > now) else {
+            return Some(now);
+        };
+        // In slices, so SIGTERM is seen while waiting for a far start.
+        const SLICE: i64 = 50_000_000;
+        loop {
+            let now = waiter.now().ns;
+            if stop_requested() {
+                return None;
+            }
+            if now >= t {
+                return Some(now);
+            }
+            let to = if t - now > SLICE { now + SLICE } else { t };
+            waiter.wait_until(Instant::new(self.clock, to));
+        }
+    }
+
+    /// The end of the run for a start at `start`.
+    pub fn end_for(&self, start: i64) -> Option<i64> {
+        self.duration.map(|d| start.saturating_add(d.as_nanos()))
+    }
+
+    /// Applies `live.cpu` / `live.priority` to the calling thread.
+    pub fn apply_rt(&mut self) -> Result<Option<lockstep_linux::RtState>> {
+        let live = &self.file.live;
+        if live.cpu.is_none() && live.priority.is_none() {
+            return Ok(None);
+        }
+        let req = lockstep_linux::rt::RtRequest {
+            policy: live.priority.map(|_| Policy::Fifo),
+            priority: live.priority,
+            cpu: live.cpu,
+            mlock: live.priority.is_some(),
+            dma_latency_zero: false,
+        };
+        let state = lockstep_linux::rt::apply(&req)?;
+        self.realtime = serde_json::to_value(&state).unwrap_or(Value::Null);
+        self.progress(&format!("real-time: {}", state.describe()));
+        Ok(Some(state))
+    }
+}
+
+/// The result document (SPEC §7 conventions; the shape the lab reads).
+#[derive(Serialize)]
+struct NodeDoc<'a> {
+    name: &'a str,
+    role: Role,
+    mode: Mode,
+    counters: &'a Value,
+    wakeup: &'a Option<Summary>,
+    flows: &'a Option<Value>,
+    warnings: &'a [String],
+    kind: &'static str,
+    lockstep: Tool,
+    command: Vec<String>,
+    started_at: String,
+    host: &'a HostFacts,
+    config: &'a NodeFile,
+    realtime: &'a Value,
+    clock: ClockId,
+    tf_ns: i64,
+    k: u32,
+    start_ns: Option<i64>,
+    stop_ns: i64,
+    stop_reason: StopReason,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+pub fn run(args: NodeArgs) -> Result<()> {
+    let file = config::load(&args.config).map_err(|e| UsageError(e.to_string()))?;
+    let started_at = crate::report::rfc3339_now();
+    let clock = file.live.clock;
+    lockstep_linux::clock::check(clock).map_err(|e| EnvError(e.to_string()))?;
+    let host = lockstep_linux::host::collect();
+    let mut warnings = host.warnings();
+    check_sync(&host, file.node.frame.tf, args.require_sync, &mut warnings)?;
+    if let Some(dir) = &args.output {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--output: cannot create directory {}", dir.display()))
+            .map_err(|e| EnvError(format!("{e:#}")))?;
+    }
+    let mut ctx = Ctx {
+        clock,
+        output: args.output.clone(),
+        quiet: args.quiet,
+        ready_file: args.ready_file.clone(),
+        start_at_ns: args.start_at_ns,
+        duration: args.duration,
+        warnings,
+        realtime: Value::Null,
+        file,
+    };
+    let waiter = ctx.waiter();
+    waiter.check().map_err(|e| EnvError(e.to_string()))?;
+    let node = &ctx.file.node;
+    ctx.progress(&format!(
+        "lockstep node {}: {} ({} mode), TF {} k {}, clock {clock}, strategy {}",
+        node.name,
+        config::role_name(node.role),
+        match node.mode {
+            Mode::Tdp => "TDP",
+            Mode::Fifo => "FIFO",
+        },
+        node.frame.tf,
+        node.frame.k,
+        ctx.file.live.strategy,
+    ));
+    let (outcome, start_ns) = match node.role {
+        Role::Sender => sender::run(&mut ctx, &waiter)?,
+        Role::Receiver => receiver::run(&mut ctx, &waiter)?,
+        Role::Edge | Role::Core => router::run(&mut ctx, &waiter)?,
+    };
+    finish(&args, &ctx, &host, started_at, outcome, start_ns)
+}
+
+fn check_sync(
+    host: &HostFacts,
+    tf: Duration,
+    require: bool,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let s = &host.sync;
+    let tf_ns = tf.as_nanos();
+    if !s.synchronized {
+        if require {
+            return Err(EnvError(format!(
+                "--require-sync: the kernel clock is not synchronized (adjtimex state {}): run ptp4l + phc2sys or chronyd first, or leave out --require-sync on a single host",
+                s.state
+            ))
+            .into());
+        }
+        return Ok(());
+    }
+    if require && s.esterror_ns > tf_ns / 2 {
+        return Err(EnvError(format!(
+            "--require-sync: the clock's estimated error ({} ns) exceeds half the time-frame ({tf}): frames would not line up across hosts",
+            s.esterror_ns
+        ))
+        .into());
+    }
+    if s.esterror_ns > tf_ns / 10 {
+        warnings.push(format!(
+            "the clock's estimated error ({} ns) exceeds a tenth of the time-frame ({tf})",
+            s.esterror_ns
+        ));
+    }
+    Ok(())
+}
+
+fn finish(
+    args: &NodeArgs,
+    ctx: &Ctx,
+    host: &HostFacts,
+    started_at: String,
+    o: Outcome,
+    start_ns: Option<i64>,
+) -> Result<()> {
+    let node = &ctx.file.node;
+    let doc = NodeDoc {
+        name: &node.name,
+        role: node.role,
+        mode: node.mode,
+        counters: &o.counters,
+        wakeup: &o.wakeup,
+        flows: &o.flows,
+        warnings: &ctx.warnings,
+        kind: "node",
+        lockstep: Tool {
+            version: env!("CARGO_PKG_VERSION"),
+            schema: SCHEMA_VERSION,
+        },
+        command: std::env::args().collect(),
+        started_at,
+        host,
+        config: &ctx.file,
+        realtime: &ctx.realtime,
+        clock: ctx.clock,
+        tf_ns: node.frame.tf.as_nanos(),
+        k: node.frame.k,
+        start_ns,
+        stop_ns: o.stop_ns,
+        stop_reason: o.stop,
+        extra: &o.extra,
+    };
+    let text = serde_json::to_string_pretty(&doc)?;
+    if let Some(path) = ctx.out_file(".json") {
+        write_atomic(&path, text.as_bytes())?;
+    }
+    let mut human = kv(&o.lines);
+    if !o.dists.is_empty() {
+        let rows: Vec<(&str, &Summary)> = o.dists.iter().map(|(n, s)| (n.as_str(), s)).collect();
+        human.push_str(&dist_table(&rows));
+    }
+    if args.json {
+        eprint!("{human}");
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.write_all(b"\n")?;
+    } else if !args.quiet {
+        print!("{human}");
+    }
+    Ok(())
+}
+
+/// Maps a kernel timestamp (`CLOCK_REALTIME` ns) onto the node's clock.
+#[inline]
+pub(crate) fn to_node_clock(map: &lockstep_linux::ClockMap, t: Instant) -> i64 {
+    crate::probe::stream::to_run_clock(map, t)
+}
+
+/// Writes `DIR/<name><suffix>` CSV with `header`, when `--output` was given.
+pub(crate) fn csv(
+    ctx: &Ctx,
+    suffix: &str,
+    header: &[&str],
+) -> Result<Option<crate::report::SampleWriter>> {
+    match ctx.out_file(suffix) {
+        Some(p) => Ok(Some(crate::report::SampleWriter::create(&p, header)?)),
+        None => Ok(None),
+    }
 }

@@ -217,7 +217,7 @@ struct StreamConfig {
 
 /// Send errors by kind; none is fatal.
 #[derive(Default, Serialize, Debug)]
-struct SendErrors {
+pub(crate) struct SendErrors {
     /// ENOBUFS: a full device queue or socket buffer.
     enobufs: u64,
     /// EAGAIN/EWOULDBLOCK.
@@ -230,7 +230,7 @@ struct SendErrors {
 }
 
 impl SendErrors {
-    fn count(&mut self, e: &lockstep_linux::NetError) {
+    pub(crate) fn count(&mut self, e: &lockstep_linux::NetError) {
         match e.raw_os_error() {
             Some(libc::ENOBUFS) => self.enobufs += 1,
             Some(libc::EAGAIN) => self.eagain += 1,
@@ -241,7 +241,7 @@ impl SendErrors {
             }
         }
     }
-    fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.enobufs + self.eagain + self.refused + self.other
     }
 }

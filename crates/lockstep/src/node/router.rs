@@ -1,0 +1,861 @@
+//! The edge and core roles: a user-space router on AF_PACKET sockets, one per port,
+//! driving the sans-IO [`Node`].
+//!
+//! # The frame loop
+//!
+//! ```text
+//! wait for the start (--start-at-ns)
+//! loop {
+//!     tick(now)            if the node's poll_timeout() has passed: handle_timeout(now)
+//!                          and record the frame-timer wake-up latency now − frame start
+//!     flush(now)           poll_transmit() until None, sendmmsg per port in batches
+//!     deadline = min(poll_timeout(), end of run, now + HOUSEKEEPING)
+//!     now = run_until(deadline)
+//! }
+//! ```
+//!
+//! A router must receive packets between frame starts, so `run_until` is not a plain
+//! sleep. Until the clock reads `deadline` it repeats:
+//!
+//! 1. **wait** — `sleep`: `ppoll` on all port sockets with a timeout up to the
+//!    deadline (a packet ends it early); `hybrid`: the same up to the deadline minus a
+//!    spin margin, then busy-polling (the margin adapts to the `ppoll` overshoot this
+//!    host shows, as the hybrid wait strategy of `lockstep_linux::wait` does, capped
+//!    at 3/4 of a frame); `spin`: no wait, busy-polling all the way. Before a
+//!    deadline that is no frame start (FIFO mode, housekeeping) hybrid just sleeps.
+//! 2. **receive** — every socket without blocking (`recvmmsg`, `live.batch` frames per
+//!    call); before each batch, `tick` (a frame start that has passed is handled
+//!    first, so packets are never processed in a frame the node has not started);
+//!    each frame goes to `handle_packet` with its kernel RX timestamp (converted from
+//!    `CLOCK_REALTIME` to the node's clock) and the application receive time (one
+//!    clock reading per batch).
+//! 3. **forward** — `flush`: whatever may leave now leaves now (FIFO mode: everything;
+//!    TDP: best effort in the unused part of the frame).
+//! 4. **TX timestamps** — drained from the sockets' error queues; a probe's kernel TX
+//!    time is matched to it by the socket's frame counter (`SOF_TIMESTAMPING_OPT_ID`).
+//!
+//! The wake-up latency of every frame start — the first clock reading at or after the
+//! frame start, minus the frame start — is recorded in a histogram (`wakeup`), so the
+//! node reports how late it started each frame, processing of a packet batch that
+//! straddled the start included.
+//!
+//! # Details
+//!
+//! - Frames the kernel left with an unfinished L4 checksum (`TP_STATUS_CSUMNOTREADY`,
+//!   offloads on) are finished (UDP and TCP) in a scratch buffer before the node sees
+//!   them; frames longer than the receive slot are counted and dropped.
+//! - A short `sendmmsg` means the device dropped the next frame (`ENOBUFS`): it is
+//!   counted (`tx_device_drops`) and the rest is sent.
+//! - Nothing allocates per packet: receive slots, send batches, the TX timestamp ring
+//!   and the histograms are sized at start; packet buffers come from the node's pool
+//!   and go back to it after sending.
+//! - With `--output`, every probe forwarded is a row of `DIR/<name>-tx.csv`:
+//!   `flow,seq,port,kind,frame,rx_kernel,rx_app,tx_app,tx_kernel` (`kind`: 0 reserved,
+//!   1 best effort).
+//! - The kernel's own IPv4 forwarding must be off in the namespace (it would forward
+//!   every packet a second time): the router refuses to start otherwise.
+
+use std::os::fd::AsFd;
+
+use anyhow::{Context, Result};
+use lockstep_core::margin::MarginTuner;
+use lockstep_core::sched::WaitStrategy;
+use lockstep_core::stats::{Histogram, Summary};
+use lockstep_core::tdp::node::{Node, RxMeta, TxKind};
+use lockstep_core::tdp::PacketBuf;
+use lockstep_core::wire::checksum::{fold, ones_complement_sum};
+use lockstep_core::wire::{
+    EtherType, EthernetFrame, Ipv4Packet, ProbePacket, UdpPacket, MAGIC, PROTO_TCP, PROTO_UDP,
+};
+use lockstep_core::{ClockId, Duration};
+use lockstep_linux::packet::{PacketError, PacketSocket, BATCH_MAX};
+use lockstep_linux::poll::Poller;
+use lockstep_linux::signal::stop_requested;
+use lockstep_linux::udp::{RecvMode, TimestampConfig};
+use lockstep_linux::wait::{MARGIN_SLACK, MAX_ADAPTIVE_MARGIN, MIN_ADAPTIVE_MARGIN};
+use lockstep_linux::{ClockMap, Waiter};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{csv, to_node_clock, Ctx, Outcome, StopReason};
+use crate::report::SampleWriter;
+use crate::{EnvError, UsageError};
+
+/// Receive slot per frame: any frame of a 1500-byte MTU link, VLAN tag included.
+const SLOT: usize = 2048;
+/// Probes remembered per port for matching TX timestamps.
+const TX_RING: usize = 4096;
+/// The loop looks at the stop flag and the end of the run at least this often.
+const HOUSEKEEPING_NS: i64 = 50_000_000;
+/// Socket buffers asked for (the receive buffer also holds the TX timestamp queue).
+const SOCKET_BUF: usize = 4 << 20;
+/// Re-measure the REALTIME → node clock offset this often.
+const REMAP_EVERY_NS: i64 = 1_000_000_000;
+
+/// A forwarded probe waiting for its TX timestamp.
+#[derive(Clone, Copy, Default)]
+struct TxMeta {
+    used: bool,
+    id: u32,
+    flow: u32,
+    seq: u64,
+    reserved: bool,
+    frame: Option<i64>,
+    rx_kernel: i64,
+    rx_app: i64,
+    tx_app: i64,
+}
+
+/// What the driver counts per port (the node counts the rest).
+#[derive(Clone, Debug, Default, Serialize)]
+struct DriverCounters {
+    port: u16,
+    ifname: String,
+    rx_frames: u64,
+    rx_batches: u64,
+    /// Longer than the receive slot: dropped.
+    rx_truncated: u64,
+    /// Unfinished L4 checksums finished here.
+    csum_finished: u64,
+    /// Arrived with a VLAN tag stripped by the NIC (forwarded untagged).
+    vlan_stripped: u64,
+    /// Dropped by the socket's receive queue (PACKET_STATISTICS).
+    rx_socket_drops: u64,
+    tx_frames: u64,
+    tx_batches: u64,
+    /// Not taken by the device (ENOBUFS).
+    tx_device_drops: u64,
+    tx_errors: u64,
+    tx_timestamps: u64,
+    /// Probes whose TX timestamp never came.
+    tx_timestamps_missing: u64,
+}
+
+struct PortIo {
+    id: lockstep_core::net::PortId,
+    sock: PacketSocket,
+    rx: Vec<u8>,
+    out: Vec<PacketBuf>,
+    out_meta: Vec<Option<TxMeta>>,
+    /// The socket's TX timestamp id of the next frame sent.
+    next_id: u32,
+    /// Frames sent whose timestamps have not been drained.
+    outstanding: u64,
+    ring: Vec<TxMeta>,
+    /// Kernel TX timestamp − application send time of probes.
+    tx_path: Histogram,
+    c: DriverCounters,
+}
+
+struct Router {
+    node: Node,
+    ports: Vec<PortIo>,
+    clock: ClockId,
+    map: ClockMap,
+    next_remap: i64,
+    batch: usize,
+    tx_ts: bool,
+    node_id: u32,
+    csv: Option<SampleWriter>,
+    scratch: Vec<u8>,
+    poller: Poller,
+    wakeup: Histogram,
+    tuner: MarginTuner,
+    strategy: WaitStrategy,
+}
+
+pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
+    let node_cfg = ctx.file.node.clone();
+    let live = ctx.file.live.clone();
+    let node = Node::new(node_cfg.clone())
+        .map_err(|e| UsageError(format!("node.{}: {}", e.field, e.message)))?;
+    if lockstep_linux::iface::sysctl_get("net.ipv4.ip_forward").is_ok_and(|v| v.trim() == "1") {
+        return Err(EnvError(
+            "the kernel forwards IPv4 in this network namespace too (net.ipv4.ip_forward = 1): every packet would leave twice; set it to 0 (sysctl -w net.ipv4.ip_forward=0)".into(),
+        )
+        .into());
+    }
+    let mut ports = Vec::with_capacity(node_cfg.ports.len());
+    for (i, p) in node_cfg.ports.iter().enumerate() {
+        let sock = PacketSocket::bind(&p.ifname).map_err(|e| match &e {
+            _ if e.is_permission() => EnvError(format!(
+                "node.ports[{i}]: {e} (a router reads and writes raw frames: run it as root or with CAP_NET_RAW)"
+            )),
+            PacketError::NoInterface(_) => EnvError(format!("node.ports[{i}].ifname: {e}")),
+            _ => EnvError(format!("node.ports[{i}] ({}): {e}", p.ifname)),
+        })?;
+        let _ = sock.set_recv_buffer(SOCKET_BUF);
+        let _ = sock.set_send_buffer(SOCKET_BUF);
+        if live.qdisc_bypass {
+            if let Err(e) = sock.set_qdisc_bypass(true) {
+                ctx.warn(format!("{}: qdisc bypass unavailable: {e}", p.ifname));
+            }
+        }
+        match sock.enable_timestamping(TimestampConfig {
+            tx_software: live.tx_timestamps,
+            rx_software: true,
+            hardware: false,
+        }) {
+            Ok(s) => {
+                for n in s.notes {
+                    ctx.warn(format!("{}: {n}", p.ifname));
+                }
+            }
+            Err(e) => ctx.warn(format!(
+                "{}: software timestamps unavailable ({e}): hop records carry no kernel RX time",
+                p.ifname
+            )),
+        }
+        if let Ok(o) = lockstep_linux::ethtool::get_offloads(&p.ifname) {
+            if o.gro || o.gso || o.tso {
+                ctx.warn(format!(
+                    "{}: segmentation offloads are on (GRO {}, GSO {}, TSO {}): frames larger than the MTU may arrive and be dropped; turn them off",
+                    p.ifname, o.gro, o.gso, o.tso
+                ));
+            }
+        }
+        ports.push(PortIo {
+            id: p.id,
+            sock,
+            rx: vec![0u8; SLOT * live.batch],
+            out: Vec::with_capacity(BATCH_MAX),
+            out_meta: Vec::with_capacity(BATCH_MAX),
+            next_id: 0,
+            outstanding: 0,
+            ring: vec![TxMeta::default(); TX_RING],
+            tx_path: preallocated(),
+            c: DriverCounters {
+                port: p.id.0,
+                ifname: p.ifname.clone(),
+                ..DriverCounters::default()
+            },
+        });
+    }
+    let csv = if live.tx_timestamps {
+        csv(
+            ctx,
+            "-tx.csv",
+            &[
+                "flow",
+                "seq",
+                "port",
+                "kind",
+                "frame",
+                "rx_kernel",
+                "rx_app",
+                "tx_app",
+                "tx_kernel",
+            ],
+        )?
+    } else {
+        None
+    };
+    let tf = node_cfg.frame.tf;
+    let max_margin = Duration(tf.as_nanos() / 4 * 3).min(MAX_ADAPTIVE_MARGIN);
+    let initial = live
+        .margin
+        .unwrap_or(lockstep_core::sched::DEFAULT_HYBRID_MARGIN);
+    let mut tuner = MarginTuner::new(initial, MIN_ADAPTIVE_MARGIN, max_margin, MARGIN_SLACK);
+    tuner.set_max(max_margin);
+    let now = waiter.now().ns;
+    let mut r = Router {
+        node,
+        ports,
+        clock: ctx.clock,
+        map: ClockMap::measure(ctx.clock),
+        next_remap: now.saturating_add(REMAP_EVERY_NS),
+        batch: live.batch,
+        tx_ts: live.tx_timestamps,
+        node_id: node_cfg.id,
+        csv,
+        scratch: Vec::with_capacity(SLOT),
+        poller: Poller::new(),
+        wakeup: preallocated(),
+        tuner,
+        strategy: live.strategy,
+    };
+
+    ctx.ready()?;
+    let _rt = ctx.apply_rt()?;
+    let names: Vec<String> = node_cfg.ports.iter().map(|p| p.ifname.clone()).collect();
+    ctx.progress(&format!("forwarding between {}", names.join(", ")));
+
+    let start = ctx.wait_start(waiter);
+    let mut stop = StopReason::Signal;
+    if let Some(start) = start {
+        let end = ctx.end_for(start);
+        stop = r.run(start, end)?;
+    }
+    let stop_ns = r.now();
+    r.finish()?;
+    r.outcome(ctx, stop, stop_ns).map(|o| (o, start))
+}
+
+impl Router {
+    #[inline]
+    fn now(&self) -> i64 {
+        lockstep_linux::now(self.clock).ns
+    }
+
+    /// The frame loop (see the module docs).
+    fn run(&mut self, start: i64, end: Option<i64>) -> Result<StopReason> {
+        let mut now = start;
+        loop {
+            if stop_requested() {
+                return Ok(StopReason::Signal);
+            }
+            if end.is_some_and(|e| now >= e) {
+                return Ok(StopReason::Duration);
+            }
+            self.tick(now);
+            self.flush(now)?;
+            self.drain_tx_timestamps()?;
+            if now >= self.next_remap {
+                self.map = ClockMap::measure(self.clock);
+                self.next_remap = now.saturating_add(REMAP_EVERY_NS);
+            }
+            let frame_start = self.node.poll_timeout();
+            let mut deadline = now.saturating_add(HOUSEKEEPING_NS);
+            let mut precise = false;
+            if let Some(t) = frame_start {
+                if t <= deadline {
+                    deadline = t;
+                    precise = true;
+                }
+            }
+            if let Some(e) = end {
+                if e < deadline {
+                    deadline = e;
+                    precise = false;
+                }
+            }
+            now = self.run_until(deadline, precise)?;
+        }
+    }
+
+    /// Starts the frame(s) whose start has passed; records how late.
+    #[inline]
+    fn tick(&mut self, now: i64) {
+        if let Some(t) = self.node.poll_timeout() {
+            if now >= t {
+                self.node.handle_timeout(now);
+                if t != i64::MIN {
+                    self.wakeup.record(now.saturating_sub(t));
+                }
+            }
+        }
+    }
+
+    /// Receives and forwards until the clock reads `deadline`; returns that reading.
+    /// `precise`: the deadline is a frame start (hybrid spins towards it).
+    fn run_until(&mut self, deadline: i64, precise: bool) -> Result<i64> {
+        loop {
+            let now = self.now();
+            if now >= deadline || stop_requested() {
+                return Ok(now);
+            }
+            let remaining = deadline - now;
+            let block_for = match self.strategy {
+                WaitStrategy::Spin => None,
+                WaitStrategy::Sleep => Some(remaining),
+                WaitStrategy::Hybrid if !precise => Some(remaining),
+                WaitStrategy::Hybrid => {
+                    let m = self.tuner.margin().as_nanos();
+                    (remaining > m).then(|| remaining - m)
+                }
+            };
+            if let Some(t) = block_for {
+                let fds = self.ports.iter().map(|p| p.sock.as_fd());
+                let ready = self
+                    .poller
+                    .wait(fds, Some(Duration(t)))
+                    .context("waiting for packets (ppoll)")?;
+                if ready == 0 {
+                    if precise && self.strategy == WaitStrategy::Hybrid {
+                        let woke = self.now();
+                        self.tuner
+                            .observe(Duration(woke.saturating_sub(now.saturating_add(t))));
+                    }
+                    continue;
+                }
+            }
+            let got = self.receive()?;
+            if got > 0 {
+                let now = self.now();
+                self.flush(now)?;
+            }
+            if self.ports.iter().any(|p| p.outstanding > 0) {
+                self.drain_tx_timestamps()?;
+            }
+            if got == 0 && block_for.is_none() {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// One non-blocking batch from every port into the node; frames received.
+    fn receive(&mut self) -> Result<usize> {
+        let mut total = 0;
+        let Router {
+            node,
+            ports,
+            clock,
+            map,
+            scratch,
+            wakeup,
+            ..
+        } = self;
+        for port in ports.iter_mut() {
+            let PortIo {
+                id, sock, rx, c, ..
+            } = port;
+            let mut app: Option<i64> = None;
+            let n = sock
+                .recv_batch(rx, SLOT, RecvMode::Poll, |data, meta| {
+                    let now = *app.get_or_insert_with(|| {
+                        let now = lockstep_linux::now(*clock).ns;
+                        // a frame start that has passed comes first
+                        if let Some(t) = node.poll_timeout() {
+                            if now >= t {
+                                node.handle_timeout(now);
+                                if t != i64::MIN {
+                                    wakeup.record(now.saturating_sub(t));
+                                }
+                            }
+                        }
+                        now
+                    });
+                    c.rx_frames += 1;
+                    if meta.truncated {
+                        c.rx_truncated += 1;
+                        return;
+                    }
+                    if meta.vlan.is_some() {
+                        c.vlan_stripped += 1;
+                    }
+                    let rx_meta = RxMeta {
+                        kernel_rx_ns: meta.kernel_rx.map(|k| to_node_clock(map, k)),
+                    };
+                    if meta.csum_not_ready {
+                        scratch.clear();
+                        scratch.extend_from_slice(data);
+                        if finish_l4_checksum(scratch) {
+                            c.csum_finished += 1;
+                        }
+                        node.handle_packet(now, *id, scratch, rx_meta);
+                    } else {
+                        node.handle_packet(now, *id, data, rx_meta);
+                    }
+                })
+                .with_context(|| format!("receiving on {}", c.ifname))?;
+            if n > 0 {
+                c.rx_batches += 1;
+            }
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// Everything the node lets leave at `now`, in batches per port.
+    fn flush(&mut self, now: i64) -> Result<()> {
+        while let Some(tx) = self.node.poll_transmit(now) {
+            let Some(pi) = self.ports.iter().position(|p| p.id == tx.port) else {
+                self.node.recycle(tx.buf);
+                continue;
+            };
+            let meta = if self.tx_ts {
+                probe_meta(&tx.buf, self.node_id, tx.kind, tx.frame)
+            } else {
+                None
+            };
+            let p = &mut self.ports[pi];
+            p.out.push(tx.buf);
+            p.out_meta.push(meta);
+            if p.out.len() >= self.batch {
+                self.send(pi)?;
+            }
+        }
+        for pi in 0..self.ports.len() {
+            if !self.ports[pi].out.is_empty() {
+                self.send(pi)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends port `pi`'s pending frames (one `sendmmsg` unless the device drops one).
+    fn send(&mut self, pi: usize) -> Result<()> {
+        let Router {
+            node, ports, tx_ts, ..
+        } = self;
+        let Some(p) = ports.get_mut(pi) else {
+            return Ok(());
+        };
+        let n = p.out.len().min(BATCH_MAX);
+        let mut frames: [&[u8]; BATCH_MAX] = [&[]; BATCH_MAX];
+        for (slot, b) in frames.iter_mut().zip(p.out.iter()) {
+            *slot = b.as_slice();
+        }
+        let mut off = 0;
+        while off < n {
+            let sent = match p.sock.send_batch(&frames[off..n]) {
+                Ok(s) => s,
+                Err(_) => {
+                    // Nothing went: count them all and move on (the next batch retries
+                    // the socket).
+                    p.c.tx_errors += (n - off) as u64;
+                    break;
+                }
+            };
+            p.c.tx_batches += 1;
+            for i in off..off + sent {
+                if let Some(Some(mut m)) = p.out_meta.get(i).copied() {
+                    m.id = p.next_id.wrapping_add((i - off) as u32);
+                    let idx = m.id as usize % TX_RING;
+                    if p.ring[idx].used {
+                        p.c.tx_timestamps_missing += 1;
+                    }
+                    p.ring[idx] = m;
+                }
+            }
+            p.next_id = p.next_id.wrapping_add(sent as u32);
+            p.c.tx_frames += sent as u64;
+            if *tx_ts {
+                p.outstanding += sent as u64;
+            }
+            off += sent;
+            if off < n {
+                // The device refused frame `off` (it consumed a timestamp id).
+                p.c.tx_device_drops += 1;
+                p.next_id = p.next_id.wrapping_add(1);
+                off += 1;
+            }
+        }
+        p.out_meta.clear();
+        for b in p.out.drain(..) {
+            node.recycle(b);
+        }
+        Ok(())
+    }
+
+    /// Takes every queued TX timestamp; matches the probes'.
+    fn drain_tx_timestamps(&mut self) -> Result<()> {
+        if !self.tx_ts {
+            return Ok(());
+        }
+        let Router {
+            ports, map, csv, ..
+        } = self;
+        for p in ports.iter_mut() {
+            // bounded: at most what was sent plus a ring's worth of leftovers
+            for _ in 0..(p.outstanding as usize + TX_RING) {
+                let ts = match p.sock.poll_tx_timestamp() {
+                    Ok(Some(ts)) => ts,
+                    Ok(None) => break,
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("TX timestamps of {}", p.c.ifname))
+                    }
+                };
+                p.outstanding = p.outstanding.saturating_sub(1);
+                let Some(sw) = ts.software else { continue };
+                let idx = ts.id as usize % TX_RING;
+                let m = p.ring[idx];
+                if !m.used || m.id != ts.id {
+                    continue;
+                }
+                p.ring[idx].used = false;
+                p.c.tx_timestamps += 1;
+                let tx = to_node_clock(map, sw);
+                p.tx_path.record(tx.saturating_sub(m.tx_app));
+                if let Some(w) = csv.as_mut() {
+                    w.row(&[
+                        Some(i64::from(m.flow)),
+                        i64::try_from(m.seq).ok(),
+                        Some(i64::from(p.c.port)),
+                        Some(if m.reserved { 0 } else { 1 }),
+                        m.frame,
+                        Some(m.rx_kernel),
+                        Some(m.rx_app),
+                        Some(m.tx_app),
+                        Some(tx),
+                    ])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the loop: last timestamps, socket drop counters, files.
+    fn finish(&mut self) -> Result<()> {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
+        while self.tx_ts
+            && self.ports.iter().any(|p| p.outstanding > 0)
+            && std::time::Instant::now() < until
+        {
+            self.drain_tx_timestamps()?;
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for p in &mut self.ports {
+            p.c.tx_timestamps_missing += p.ring.iter().filter(|m| m.used).count() as u64;
+            if let Ok(s) = p.sock.take_stats() {
+                p.c.rx_socket_drops += u64::from(s.drops);
+            }
+        }
+        if let Some(w) = self.csv.take() {
+            w.finish()?;
+        }
+        Ok(())
+    }
+
+    fn outcome(&self, ctx: &mut Ctx, stop: StopReason, stop_ns: i64) -> Result<Outcome> {
+        let counters = self.node.counters();
+        let driver: Vec<&DriverCounters> = self.ports.iter().map(|p| &p.c).collect();
+        let drops: u64 = driver
+            .iter()
+            .map(|c| c.rx_socket_drops + c.tx_device_drops + c.tx_errors + c.rx_truncated)
+            .sum();
+        if drops > 0 {
+            ctx.warn(format!(
+                "{drops} frames lost in the sockets (receive queue full, device refused, send errors or oversized): see \"driver\""
+            ));
+        }
+        if counters.unknown_dscp > 0 {
+            ctx.warn(format!(
+                "{} packets carried a TDP mark no frame can have",
+                counters.unknown_dscp
+            ));
+        }
+        let slipped: u64 = counters.flows.iter().map(|f| f.slipped).sum();
+        if slipped > 0 {
+            ctx.warn(format!("{slipped} frame slips (see counters.flows)"));
+        }
+        let wake = self.wakeup.summary();
+        let mut extra = Map::new();
+        extra.insert("driver".into(), serde_json::to_value(&driver)?);
+        let tx_path: Map<String, Value> = self
+            .ports
+            .iter()
+            .map(|p| {
+                (
+                    p.c.port.to_string(),
+                    serde_json::to_value(p.tx_path.summary()).unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        extra.insert("tx_path".into(), Value::Object(tx_path));
+        extra.insert(
+            "hybrid_margin_ns".into(),
+            Value::from(self.tuner.margin().as_nanos()),
+        );
+        extra.insert(
+            "buffers_allocated".into(),
+            Value::from(self.node.buffers_allocated()),
+        );
+        let forwarded: u64 = counters.ports.iter().map(|p| p.tx_reserved).sum();
+        let lines = vec![
+            ("frames", counters.frames.to_string()),
+            (
+                "forwarded",
+                format!(
+                    "{forwarded} reserved, {} best effort, {} padding",
+                    counters.best_effort_forwarded, counters.padding_sent
+                ),
+            ),
+            (
+                "dropped",
+                format!(
+                    "{} best effort, {} malformed, {} no route, {} socket",
+                    counters.best_effort_dropped, counters.malformed, counters.no_route, drops
+                ),
+            ),
+            ("slips", slipped.to_string()),
+            (
+                "unknown",
+                format!(
+                    "{} DSCP, {} flow",
+                    counters.unknown_dscp, counters.unknown_flow
+                ),
+            ),
+        ];
+        let mut dists: Vec<(String, Summary)> = vec![("wake-up".into(), wake.clone())];
+        for p in &self.ports {
+            if p.tx_path.count() > 0 {
+                dists.push((format!("tx path {}", p.c.ifname), p.tx_path.summary()));
+            }
+        }
+        Ok(Outcome {
+            counters: serde_json::to_value(counters)?,
+            wakeup: Some(wake),
+            flows: None,
+            extra,
+            stop,
+            stop_ns,
+            lines,
+            dists,
+        })
+    }
+}
+
+fn preallocated() -> Histogram {
+    let mut h = Histogram::new();
+    h.record(1_000_000_000);
+    h.reset();
+    h
+}
+
+/// The probe carried by a frame this node is about to send, with the hop record it
+/// just wrote: what its TX timestamp will be matched with.
+fn probe_meta(frame: &[u8], node: u32, kind: TxKind, frame_no: Option<i64>) -> Option<TxMeta> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::IPV4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if ip.protocol() != PROTO_UDP || ip.is_fragment() {
+        return None;
+    }
+    let udp = UdpPacket::new_checked(ip.payload()).ok()?;
+    if !udp.payload().starts_with(&MAGIC) {
+        return None;
+    }
+    let probe = ProbePacket::new_checked(udp.payload()).ok()?;
+    let hop = probe
+        .hop_count()
+        .checked_sub(1)
+        .and_then(|i| probe.hop(usize::from(i)))
+        .filter(|h| h.node == node)?;
+    Some(TxMeta {
+        used: true,
+        id: 0,
+        flow: probe.flow_id(),
+        seq: probe.seq(),
+        reserved: kind == TxKind::Reserved,
+        frame: frame_no,
+        rx_kernel: hop.rx_kernel_ns,
+        rx_app: hop.rx_app_ns,
+        tx_app: hop.tx_app_ns,
+    })
+}
+
+/// Finishes an L4 checksum the sender's stack left to an offload (the field holds the
+/// pseudo-header sum): UDP and TCP over IPv4. Returns whether it did.
+fn finish_l4_checksum(frame: &mut [u8]) -> bool {
+    let Ok(mut eth) = EthernetFrame::new_checked(&mut frame[..]) else {
+        return false;
+    };
+    if eth.ethertype() != EtherType::IPV4 {
+        return false;
+    }
+    let Ok(mut ip) = Ipv4Packet::new_checked(eth.payload_mut()) else {
+        return false;
+    };
+    if ip.is_fragment() {
+        return false;
+    }
+    let proto = ip.protocol();
+    let l4 = ip.payload_mut();
+    match proto {
+        PROTO_UDP => match UdpPacket::new_checked(&mut l4[..]) {
+            Ok(mut udp) => {
+                udp.finish_partial_checksum();
+                true
+            }
+            Err(_) => false,
+        },
+        PROTO_TCP if l4.len() >= 20 => {
+            let sum = ones_complement_sum(l4, 0);
+            let c = !fold(sum);
+            l4[16..18].copy_from_slice(&c.to_be_bytes());
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_core::wire::checksum::pseudo_header_sum;
+    use lockstep_core::wire::{HopKind, HopRecord, ProbeRepr};
+    use std::net::Ipv4Addr;
+
+    /// An Ethernet/IPv4 frame around `l4` (protocol `proto`), with the L4 checksum
+    /// field at `csum_at` holding only the pseudo-header sum, as an offload leaves it.
+    fn partial(proto: u8, mut l4: Vec<u8>, csum_at: usize) -> (Vec<u8>, u16) {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let len = l4.len() as u16;
+        l4[csum_at..csum_at + 2].copy_from_slice(&[0, 0]);
+        let full = !fold(ones_complement_sum(
+            &l4,
+            pseudo_header_sum(src, dst, proto, len),
+        ));
+        let pseudo = fold(pseudo_header_sum(src, dst, proto, len));
+        l4[csum_at..csum_at + 2].copy_from_slice(&pseudo.to_be_bytes());
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut ip = vec![0x45, 0];
+        ip.extend((20 + len).to_be_bytes());
+        ip.extend([0, 0, 0x40, 0, 64, proto, 0, 0]);
+        ip.extend(src.octets());
+        ip.extend(dst.octets());
+        let c = !fold(ones_complement_sum(&ip, 0));
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend(ip);
+        f.extend(l4);
+        (f, full)
+    }
+
+    #[test]
+    fn partial_checksums_are_finished() {
+        let mut udp = vec![0x1f, 0x40, 0x1b, 0x58, 0, 13, 0, 0];
+        udp.extend(b"hello");
+        let (mut f, want) = partial(PROTO_UDP, udp, 6);
+        assert!(finish_l4_checksum(&mut f));
+        assert_eq!(u16::from_be_bytes([f[40], f[41]]), want);
+        let mut tcp = vec![0u8; 20];
+        tcp[12] = 0x50;
+        tcp.extend(b"data!");
+        let (mut f, want) = partial(PROTO_TCP, tcp, 16);
+        assert!(finish_l4_checksum(&mut f));
+        assert_eq!(u16::from_be_bytes([f[50], f[51]]), want);
+        assert!(!finish_l4_checksum(&mut [0u8; 10]));
+    }
+
+    #[test]
+    fn a_forwarded_probe_is_recognised() {
+        let mut payload = vec![0u8; 192];
+        ProbeRepr {
+            flow_id: 4,
+            seq: 77,
+            total_len: 192,
+            ..ProbeRepr::default()
+        }
+        .emit_into(&mut payload)
+        .unwrap();
+        let hop = HopRecord {
+            node: 3,
+            kind: HopKind::Router,
+            rx_kernel_ns: 10,
+            rx_app_ns: 20,
+            tx_app_ns: 30,
+        };
+        ProbePacket::new_checked(&mut payload[..])
+            .unwrap()
+            .push_hop(&hop)
+            .unwrap();
+        let mut udp = vec![0x1f, 0x40, 0x1b, 0x58];
+        udp.extend((8 + payload.len() as u16).to_be_bytes());
+        udp.extend([0, 0]);
+        udp.extend(&payload);
+        let (f, _) = partial(PROTO_UDP, udp, 6);
+        let m = probe_meta(&f, 3, TxKind::Reserved, Some(12)).unwrap();
+        assert_eq!(
+            (m.flow, m.seq, m.frame, m.reserved),
+            (4, 77, Some(12), true)
+        );
+        assert_eq!((m.rx_kernel, m.rx_app, m.tx_app), (10, 20, 30));
+        // the last hop is another node's: not ours to time
+        assert!(probe_meta(&f, 9, TxKind::Reserved, None).is_none());
+        assert!(probe_meta(&f[..30], 3, TxKind::Reserved, None).is_none());
+    }
+}
