@@ -100,10 +100,58 @@ const FLOW_COLORS: [&str; 10] = [
     "#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948", "#9C755F",
     "#FF9DA7", "#BAB0AC",
 ];
-/// One colour per latency component (light enough for dark labels on top).
-const COMPONENT_COLORS: [&str; 8] = [
-    "#8DA0CB", "#FC8D62", "#66C2A5", "#E78AC3", "#A6D854", "#FFD92F", "#E5C494", "#B3B3B3",
+/// Latency components are coloured by role, so the same kind of time looks the same
+/// in every flow: the end-host parts in warm colours, wire time in greys, router
+/// residence in cool colours (one per router along the path).
+const RESIDENCE_COLORS: [&str; 5] = ["#4E79A7", "#76B7B2", "#59A14F", "#B07AA1", "#9C755F"];
+const LINK_COLORS: [&str; 2] = ["#CFCAC5", "#A9A39E"];
+/// Components the report does not recognise by name.
+const OTHER_COLORS: [&str; 6] = [
+    "#8DA0CB", "#E78AC3", "#A6D854", "#E5C494", "#66C2A5", "#FC8D62",
 ];
+
+/// Colours for the components of one flow, in order.
+fn component_colors(names: &[String]) -> Vec<&'static str> {
+    let (mut residence, mut link, mut other) = (0, 0, 0);
+    let next = |counter: &mut usize, palette: &[&'static str]| {
+        let c = color(palette, *counter);
+        *counter += 1;
+        c
+    };
+    names
+        .iter()
+        .map(|name| {
+            let lower = name.to_ascii_lowercase();
+            match lower.as_str() {
+                "l_i" => "#F28E2B",
+                "l_tx" => "#EDC948",
+                "l_rx" => "#E15759",
+                "delta" => next(&mut link, &LINK_COLORS),
+                _ if lower.contains("residence") => next(&mut residence, &RESIDENCE_COLORS),
+                _ if lower.starts_with("link") || lower.starts_with("wire") => {
+                    next(&mut link, &LINK_COLORS)
+                }
+                _ => next(&mut other, &OTHER_COLORS),
+            }
+        })
+        .collect()
+}
+
+/// Dark text on light fills, white on dark ones.
+fn text_color_on(fill: &str) -> &'static str {
+    let hex = fill.trim_start_matches('#');
+    let channel = |i: usize| {
+        hex.get(i..i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .map_or(0.5, |v| v as f64 / 255.0)
+    };
+    let luma = 0.299 * channel(0) + 0.587 * channel(2) + 0.114 * channel(4);
+    if luma < 0.55 {
+        "#ffffff"
+    } else {
+        "#1d2330"
+    }
+}
 
 fn color(palette: &[&'static str], i: usize) -> &'static str {
     palette
@@ -143,17 +191,15 @@ pub fn render(report: &LabReport) -> String {
     page
 }
 
-/// Flow and component names across all runs, in order of first appearance; their
-/// position picks their colour, so a flow keeps its colour in every chart.
+/// Flow names across all runs, in order of first appearance; the position picks the
+/// flow's colour, so a flow keeps its colour in every chart.
 struct Names {
     flows: Vec<String>,
-    components: Vec<String>,
 }
 
 impl Names {
     fn of(report: &LabReport) -> Names {
         let mut flows: Vec<String> = Vec::new();
-        let mut components: Vec<String> = Vec::new();
         let add = |list: &mut Vec<String>, name: &str| {
             if !list.iter().any(|x| x == name) {
                 list.push(name.to_string());
@@ -162,9 +208,6 @@ impl Names {
         for run in &report.runs {
             for f in &run.flows {
                 add(&mut flows, &f.name);
-                for c in &f.decomposition {
-                    add(&mut components, &c.name);
-                }
             }
         }
         for run in &report.runs {
@@ -174,17 +217,12 @@ impl Names {
                 }
             }
         }
-        Names { flows, components }
+        Names { flows }
     }
 
     fn flow_color(&self, name: &str) -> &'static str {
         let i = self.flows.iter().position(|f| f == name).unwrap_or(0);
         color(&FLOW_COLORS, i)
-    }
-
-    fn component_color(&self, name: &str) -> &'static str {
-        let i = self.components.iter().position(|c| c == name).unwrap_or(0);
-        color(&COMPONENT_COLORS, i)
     }
 }
 
@@ -204,14 +242,24 @@ fn fmt_ns_f(ns: f64) -> String {
     let a = ns.abs();
     if !ns.is_finite() {
         "—".into()
-    } else if a < 1e3 {
+    } else if a < 999.5 {
         format!("{} ns", ns.round())
-    } else if a < 1e6 {
+    } else if a < 999_995.0 {
+        // Where the rounded value would print as "1000.00", the next unit instead.
         format!("{:.2} µs", ns / 1e3)
-    } else if a < 1e9 {
+    } else if a < 999_999_500.0 {
         format!("{:.3} ms", ns / 1e6)
     } else {
         format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// A frame length as a scenario would write it: `250 µs`, `1.5 ms`, else [`fmt_ns`].
+fn fmt_tf(ns: i64) -> String {
+    match ns {
+        1_000..=999_999 if ns % 1_000 == 0 => format!("{} µs", ns / 1_000),
+        1_000_000..=999_999_999 if ns % 100_000 == 0 => format!("{} ms", ns as f64 / 1e6),
+        _ => fmt_ns(ns),
     }
 }
 
@@ -358,17 +406,19 @@ td.ratio{font-weight:700}
 .wide{overflow-x:auto;border:1px solid var(--line);border-radius:8px}
 .wide table{width:100%}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px;margin-top:12px}
-.cards.small{grid-template-columns:repeat(auto-fill,minmax(380px,1fr))}
 figure,.card{margin:0;background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 12px 8px;min-width:0}
 figcaption{display:flex;flex-wrap:wrap;align-items:baseline;gap:4px 14px;margin-bottom:4px}
 figcaption h3{margin:0 8px 0 0}
 .legend{display:inline-flex;align-items:center;gap:5px;font-size:12.5px;color:#30363f}
-.sw{display:inline-block;width:12px;height:12px;border-radius:2px}
+.sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:5px;vertical-align:-1px}
+.legend .sw{margin-right:0}
 .sw.mark{width:3px;background:#1d2330;border-radius:0}
 p.caption{color:var(--muted);font-size:12px;margin:4px 0 0}
 p.empty{color:var(--muted);font-style:italic}
 .card table{width:100%}
-.card .wide{margin-top:8px}
+.card .wide,figure .wide{margin-top:8px}
+.card th,.card td,figure th,figure td{padding:3px 7px;font-size:12.5px}
+.card th,figure th{white-space:normal;vertical-align:bottom}
 span.nodata{color:#8a929e;font-style:italic}
 svg.chart{width:100%;height:auto;display:block}
 svg .plot{fill:#fff}
@@ -421,7 +471,7 @@ fn header(page: &mut String, report: &LabReport) {
         .runs
         .iter()
         .map(|r| match r.tf_ns {
-            Some(tf) => format!("{} (TF {})", esc(&r.label), fmt_ns(tf)),
+            Some(tf) => format!("{} (TF {})", esc(&r.label), fmt_tf(tf)),
             None => esc(&r.label),
         })
         .collect();
@@ -524,11 +574,12 @@ fn comparison_section(page: &mut String, report: &LabReport, names: &Names) {
     let (Some(a), Some(b)) = (report.runs.first(), report.runs.get(1)) else {
         return;
     };
-    let ratio_head = format!("{}/{}", a.label, b.label);
+    let ratio_head = format!("{}/<wbr>{}", esc(&a.label), esc(&b.label));
+    // Cards wide enough for a column per run and the ratio.
+    let card_px = (190 + 100 * (report.runs.len() + 1)).min(1260);
     let _ = write!(
         page,
-        r#"<section id="comparison"><h2>Comparison</h2><p class="lead">Each run side by side per flow; the last column is the first run over the second ({}).</p><div class="cards small">"#,
-        esc(&ratio_head)
+        r#"<section id="comparison"><h2>Comparison</h2><p class="lead">Each run side by side per flow; the last column is the first run over the second ({ratio_head}).</p><div class="cards" style="grid-template-columns:repeat(auto-fill,minmax({card_px}px,1fr))">"#,
     );
     for name in &names.flows {
         let flows: Vec<Option<&FlowReport>> =
@@ -544,7 +595,7 @@ fn comparison_section(page: &mut String, report: &LabReport, names: &Names) {
         for (ri, run) in report.runs.iter().enumerate() {
             let _ = write!(page, "<th>{}{}</th>", run_swatch(ri), esc(&run.label));
         }
-        let _ = write!(page, "<th>{}</th></tr></thead><tbody>", esc(&ratio_head));
+        let _ = write!(page, "<th>{ratio_head}</th></tr></thead><tbody>");
         let first = flows.first().copied().flatten();
         let second = flows.get(1).copied().flatten();
         type Metric = (
@@ -757,6 +808,7 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
         Binning::Log => Axis::log(
             x_lo as f64 / div,
             x_hi as f64 / div,
+            4,
             &x_title,
             svg::plain_label,
         ),
@@ -766,7 +818,7 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
     let y_hi = 10f64
         .powi((p_max.log10() - 1e-9).ceil() as i32)
         .clamp(p_max, 1.0);
-    let y = Axis::log(p_min / 2.0, y_hi, "probability", svg::sci_label);
+    let y = Axis::log(p_min / 2.0, y_hi, 2, "probability", svg::sci_label);
     let chart = Chart {
         width: CHART_W,
         height: 280.0,
@@ -779,6 +831,8 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
     };
     let mut s = chart.open(&format!("latency PMF of {name}"));
     let floor = chart.y_end();
+    // Overlaid fills darken each other: fainter the more runs there are.
+    let opacity = 0.26 / series.len().max(2) as f64;
     for (ri, bins) in &series {
         if bins.is_empty() {
             continue;
@@ -804,7 +858,7 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
         let _ = write!(d, "V{}Z", n(floor));
         let _ = write!(
             s,
-            r#"<path d="{d}" fill="{c}" fill-opacity="0.13" stroke="{c}" stroke-width="1.6" stroke-linejoin="round"/>"#
+            r#"<path d="{d}" fill="{c}" fill-opacity="{opacity:.2}" stroke="{c}" stroke-width="1.5" stroke-linejoin="round"/>"#
         );
     }
     s.push_str(Chart::close());
@@ -848,22 +902,7 @@ fn empty_chart(height: f64, message: &str, label: &str) -> String {
 // Latency decomposition
 
 fn decomposition_section(page: &mut String, report: &LabReport, names: &Names) {
-    page.push_str(r#"<section id="decomposition"><h2>Latency decomposition</h2><p class="lead">Where the time goes (SPEC §3): timer wake-up L_I, transmit path L_Tx, links and router residence, receive path L_Rx. Stacked means add up to the mean of L; each component's own p99 stacked is usually more than the p99 of L, shown by the black mark.</p>"#);
-    if !names.components.is_empty() {
-        page.push_str(r#"<p>"#);
-        for c in &names.components {
-            let _ = write!(
-                page,
-                r#"<span class="legend" style="margin-right:14px"><span class="sw" style="background:{}"></span>{}</span>"#,
-                names.component_color(c),
-                esc(c)
-            );
-        }
-        page.push_str(
-            r#"<span class="legend"><span class="sw mark"></span>end-to-end L</span></p>"#,
-        );
-    }
-    page.push_str(r#"<div class="cards">"#);
+    page.push_str(r#"<section id="decomposition"><h2>Latency decomposition</h2><p class="lead">Where the time goes (SPEC §3), in path order: timer wake-up L_I, transmit path L_Tx, links and router residence, receive path L_Rx. Stacked means add up to the mean of L; each component's own p99, stacked, is usually more than the p99 of L (black mark).</p><div class="cards">"#);
     for name in &names.flows {
         let flows: Vec<(usize, &FlowReport)> = report
             .runs
@@ -874,12 +913,36 @@ fn decomposition_section(page: &mut String, report: &LabReport, names: &Names) {
         if flows.is_empty() {
             continue;
         }
-        let _ = write!(
-            page,
-            "<figure><figcaption><h3>{}</h3></figcaption>",
-            esc(name)
-        );
-        page.push_str(&decomposition_chart(report, name, &flows, names));
+        // The flow's components across runs, in path order.
+        let mut components: Vec<String> = Vec::new();
+        for (_, f) in &flows {
+            for c in &f.decomposition {
+                if !components.contains(&c.name) {
+                    components.push(c.name.clone());
+                }
+            }
+        }
+        let colors = component_colors(&components);
+        let _ = write!(page, "<figure><figcaption><h3>{}</h3>", esc(name));
+        if !components.is_empty() {
+            for (c, col) in components.iter().zip(&colors) {
+                let _ = write!(
+                    page,
+                    r#"<span class="legend"><span class="sw" style="background:{col}"></span>{}</span>"#,
+                    esc(c)
+                );
+            }
+            page.push_str(
+                r#"<span class="legend"><span class="sw mark"></span>end-to-end L</span>"#,
+            );
+        }
+        page.push_str("</figcaption>");
+        let palette: Vec<(&str, &'static str)> = components
+            .iter()
+            .map(String::as_str)
+            .zip(colors.iter().copied())
+            .collect();
+        page.push_str(&decomposition_chart(report, name, &flows, &palette));
         page.push_str("</figure>");
     }
     page.push_str("</div></section>");
@@ -897,8 +960,14 @@ fn decomposition_chart(
     report: &LabReport,
     name: &str,
     flows: &[(usize, &FlowReport)],
-    names: &Names,
+    palette: &[(&str, &'static str)],
 ) -> String {
+    let fill = |c: &str| {
+        palette
+            .iter()
+            .find(|(n, _)| *n == c)
+            .map_or("#888888", |p| p.1)
+    };
     let mut bars: Vec<Bar> = Vec::new();
     for &(ri, f) in flows {
         let run = report.runs.get(ri).map_or("", |r| r.label.as_str());
@@ -954,10 +1023,10 @@ fn decomposition_chart(
     let row = 26.0;
     let chart = Chart {
         width: CHART_W,
-        height: 30.0 + 44.0 + row * bars.len() as f64,
+        height: 12.0 + 44.0 + row * bars.len() as f64,
         left,
         right: 18.0,
-        top: 30.0,
+        top: 12.0,
         bottom: 44.0,
         x: Axis::linear(lo / div, hi / div, 6, &format!("latency ({unit})")),
         y: Axis::categories(&labels, ""),
@@ -967,6 +1036,7 @@ fn decomposition_chart(
     for (i, b) in bars.iter().enumerate() {
         let yc = chart.py(rows - i as f64 - 0.5);
         let (bar_h, y0) = (16.0, yc - 8.0);
+        let mark = b.total.map(|t| chart.px(t / div));
         let mut pos = 0.0f64;
         let mut neg = 0.0f64;
         for (cname, v) in &b.segments {
@@ -987,24 +1057,29 @@ fn decomposition_chart(
                 n(y0),
                 n(w),
                 n(bar_h),
-                names.component_color(cname),
+                fill(cname),
                 esc(&b.label),
                 esc(cname),
                 fmt_ns_f(*v)
             );
+            // The value inside the segment when it fits and the end-to-end mark does
+            // not cross it.
             let text = format!("{:.1}", v / div);
-            if w > svg::text_width(&text, 10.5) + 6.0 {
+            let half = svg::text_width(&text, 10.5) / 2.0 + 3.0;
+            let mid = (x0 + x1) / 2.0;
+            let clear = mark.is_none_or(|m| (m - mid).abs() > half + 2.0);
+            if w > 2.0 * half && clear {
                 let _ = write!(
                     s,
-                    r#"<text class="val" x="{}" y="{}" text-anchor="middle">{}</text>"#,
-                    n((x0 + x1) / 2.0),
+                    r#"<text class="val" x="{}" y="{}" text-anchor="middle" fill="{}">{}</text>"#,
+                    n(mid),
                     n(yc + 3.5),
+                    text_color_on(fill(cname)),
                     text
                 );
             }
         }
-        if let Some(t) = b.total {
-            let x = chart.px(t / div);
+        if let (Some(t), Some(x)) = (b.total, mark) {
             let _ = write!(
                 s,
                 r##"<path d="M{} {}v{}" stroke="#1d2330" stroke-width="2.5"><title>{} · end-to-end L: {}</title></path>"##,
@@ -1136,7 +1211,14 @@ fn time_axis_unit(span: i64) -> (f64, &'static str) {
 // Frame slips per hop
 
 fn slips_section(page: &mut String, report: &LabReport, names: &Names) {
-    page.push_str(r#"<section id="slips"><h2>Frame slips per hop</h2><p class="lead">Packets that left a router later than their time frame, per router and flow, and each router's counters.</p><div class="cards">"#);
+    page.push_str(r#"<section id="slips"><h2>Frame slips per hop</h2><p class="lead">Packets that left a router later than their time frame, per router and flow, and each router's counters.</p>"#);
+    if report.runs.iter().all(|r| r.hops.is_empty()) {
+        page.push_str(
+            r#"<p class="empty">No routers in these runs: no frame slips to count.</p></section>"#,
+        );
+        return;
+    }
+    page.push_str(r#"<div class="cards">"#);
     for (ri, run) in report.runs.iter().enumerate() {
         let _ = write!(
             page,
@@ -1145,7 +1227,13 @@ fn slips_section(page: &mut String, report: &LabReport, names: &Names) {
             esc(&run.label)
         );
         let flows = slip_flows(run, names);
-        for f in &flows {
+        let max = run
+            .hops
+            .iter()
+            .flat_map(|h| h.slips_per_flow.iter().map(|s| s.1))
+            .max()
+            .unwrap_or(0);
+        for f in flows.iter().filter(|_| max > 0) {
             let _ = write!(
                 page,
                 r#"<span class="legend"><span class="sw" style="background:{}"></span>{}</span>"#,
@@ -1155,13 +1243,15 @@ fn slips_section(page: &mut String, report: &LabReport, names: &Names) {
         }
         page.push_str("</figcaption>");
         if run.hops.is_empty() {
-            page.push_str(&empty_chart(
-                100.0,
-                "no routers in this run",
-                &format!("{}: no hops", run.label),
-            ));
+            page.push_str(r#"<p class="empty">No routers in this run.</p>"#);
         } else {
-            page.push_str(&slips_chart(run, &flows, names));
+            if max > 0 {
+                page.push_str(&slips_chart(run, &flows, names));
+            } else if flows.is_empty() {
+                page.push_str(r#"<p class="empty">The routers reported no frame-slip counts (FIFO forwarding has no frames).</p>"#);
+            } else {
+                page.push_str(r#"<p class="empty">No frame slips at any router.</p>"#);
+            }
             hop_table(page, run);
         }
         page.push_str("</figure>");
@@ -1243,19 +1333,12 @@ fn slips_chart(run: &RunReport, flows: &[String], names: &Names) -> String {
             }
         }
     }
-    if max == 0 {
-        s.push_str(&chart.message(if flows.is_empty() {
-            "no slip counts reported"
-        } else {
-            "no frame slips"
-        }));
-    }
     s.push_str(Chart::close());
     s
 }
 
 fn hop_table(page: &mut String, run: &RunReport) {
-    page.push_str(r#"<div class="wide"><table><thead><tr><th class="l">Router</th><th>Forwarded</th><th>Dropped</th><th>Padding</th><th>Best effort</th><th>Slips</th><th>Wake-up p50</th><th>p99</th><th>max</th></tr></thead><tbody>"#);
+    page.push_str(r#"<div class="wide"><table><thead><tr><th class="l">Router</th><th>Forwarded</th><th>Dropped</th><th>Padding</th><th>Best effort</th><th>Slips</th><th>Wake-up p99</th><th>max</th></tr></thead><tbody>"#);
     for h in &run.hops {
         let slips = h
             .slips_per_flow
@@ -1263,12 +1346,11 @@ fn hop_table(page: &mut String, run: &RunReport) {
             .fold(0u64, |a, s| a.saturating_add(s.1));
         let wake = match &h.wakeup {
             Some(w) if w.count > 0 => format!(
-                "<td>{}</td><td>{}</td><td>{}</td>",
-                fmt_opt(w.percentile("50")),
+                "<td>{}</td><td>{}</td>",
                 fmt_opt(w.percentile("99")),
                 fmt_opt(w.max_ns)
             ),
-            _ => r#"<td colspan="3"><span class="nodata">no data</span></td>"#.into(),
+            _ => r#"<td colspan="2"><span class="nodata">no data</span></td>"#.into(),
         };
         let _ = write!(
             page,
@@ -1417,11 +1499,12 @@ mod tests {
         assert!(html.contains(r#"<dt title="kernel.release">kernel.release</dt><dd>6.1.0</dd>"#));
         assert!(html.contains(r#"<dt title="rt">rt</dt><dd>no</dd>"#));
         assert!(!html.contains("sync.daemons"));
-        // One SVG per chart: 2 PMFs, 2 decompositions, 2 inter-arrival, 2 slip charts.
-        assert_eq!(html.matches("<svg").count(), 8);
+        // One SVG per chart: 2 PMFs, 2 decompositions, 2 inter-arrival, 1 slip chart
+        // (the FIFO routers report no slip counts: a sentence instead).
+        assert_eq!(html.matches("<svg").count(), 7);
         // The comparison: 480/20 = 24.0 and 100/8 = 12.5; p99 = max here (3 and 2
         // values), so the p99 ratios are 500/270 = 1.85… and 130/258 = 0.50….
-        assert!(html.contains("<th>FIFO/TDP</th>"));
+        assert!(html.contains("<th>FIFO/<wbr>TDP</th>"));
         let jitter_rows: Vec<&str> = html
             .split("<tr><td class=\"l\">Jitter (max − min)</td>")
             .skip(1)
@@ -1447,7 +1530,7 @@ mod tests {
         assert!(html.contains("R1 residence"));
         assert!(html.contains("<li>not a PREEMPT_RT kernel</li>"));
         // FIFO routers report no slip counts; TDP ones do.
-        assert!(html.contains("no slip counts reported"));
+        assert!(html.contains("reported no frame-slip counts"));
         assert!(html.contains("<title>R1 · alpha: 2 slips</title>"));
     }
 
@@ -1495,7 +1578,7 @@ mod tests {
         assert_well_formed(&html);
         assert!(html.contains(r#"<td colspan="4"><span class="nodata">no data</span></td>"#));
         assert!(html.contains("10 (100.00 %)"));
-        assert!(html.contains("no routers in this run"));
+        assert!(html.contains("No routers in these runs"));
         assert!(html.contains("no decomposition data"));
         assert!(html.contains(">no data</text>"));
         // One run: no comparison.
@@ -1520,6 +1603,8 @@ mod tests {
         assert_well_formed(&html);
         assert!(html.contains("no flows"));
         assert!(html.contains(r#"id="comparison""#));
+        assert!(html.contains("No routers in this run."));
+        assert!(html.contains(r#"<td colspan="2"><span class="nodata">no data</span></td>"#));
     }
 
     #[test]
@@ -1585,6 +1670,13 @@ mod tests {
         assert_eq!(fmt_ns(2_500_000_000), "2.500 s");
         assert_eq!(fmt_count(1_234_567), "1\u{202f}234\u{202f}567");
         assert_eq!(fmt_count(999), "999");
+        assert_eq!(fmt_ns(999_996), "1.000 ms");
+        assert_eq!(fmt_ns(999_994), "999.99 µs");
+        assert_eq!(fmt_ns(-999), "-999 ns");
+        assert_eq!(fmt_tf(250_000), "250 µs");
+        assert_eq!(fmt_tf(1_500_000), "1.5 ms");
+        assert_eq!(fmt_tf(2_000_000), "2 ms");
+        assert_eq!(fmt_tf(12_345), "12.35 µs");
         assert_eq!(fmt_loss(1, 100_000), "1 (1.0e-3 %)");
         assert_eq!(fmt_loss(5, 0), "5");
         assert_eq!(fmt_ratio(Some(480.0), Some(20.0)), "24.0×");
@@ -1622,5 +1714,320 @@ mod tests {
             serde_json::from_str(r#"{"title": "t", "runs": [{"label": "X"}]}"#).unwrap_or_default();
         assert_eq!(partial.runs.len(), 1);
         assert_well_formed(&render(&partial));
+    }
+
+    /// A deterministic xorshift64* generator for the sample report.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+        }
+
+        fn exp(&mut self, mean: f64) -> f64 {
+            -mean * (1.0 - self.next()).ln()
+        }
+
+        fn normal(&mut self, sd: f64) -> f64 {
+            let (u, v) = (1.0 - self.next(), self.next());
+            sd * (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+    }
+
+    /// A report that looks like a real mesh4 run (five flows over two or three routers,
+    /// FIFO against TDP with TF = 250 µs), for looking at the page.
+    pub(super) fn sample_report() -> LabReport {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let paths: [&[&str]; 5] = [
+            &["R1", "R2"],
+            &["R1", "R2", "R3"],
+            &["R2", "R3", "R4"],
+            &["R3", "R4"],
+            &["R4", "R1", "R2"],
+        ];
+        let tf = 250_000.0;
+        let mut runs = Vec::new();
+        for (mode, tdp) in [("FIFO", false), ("TDP", true)] {
+            let mut flows = Vec::new();
+            let mut slips_at: BTreeMap<(String, String), u64> = BTreeMap::new();
+            for (fi, path) in paths.iter().enumerate() {
+                let name = format!("f{} S{}→{}→D", fi + 1, fi + 1, path.join("→"));
+                let mut names = vec!["L_I".to_string(), "L_Tx".to_string()];
+                let mut prev = format!("S{}", fi + 1);
+                for r in path.iter() {
+                    names.push(format!("link {prev}→{r}"));
+                    names.push(format!("{r} residence"));
+                    prev = r.to_string();
+                }
+                names.push(format!("link {prev}→D"));
+                names.push("L_Rx".into());
+                let mut comps: Vec<Histogram> = names.iter().map(|_| Histogram::new()).collect();
+                let mut lat = Histogram::new();
+                let mut ia = Histogram::new();
+                let mut series = Vec::new();
+                let sent = 20_000u64;
+                let mut lost = 0;
+                let mut slips = 0;
+                let mut last: Option<i64> = None;
+                let mut chunk: Vec<(i64, i64)> = Vec::new();
+                for i in 0..sent {
+                    if !tdp && fi == 2 && rng.next() < 0.003 {
+                        lost += 1;
+                        continue;
+                    }
+                    let mut parts = vec![4_000.0 + rng.exp(2_000.0), 6_000.0 + rng.exp(1_500.0)];
+                    for r in path.iter() {
+                        parts.push(9_000.0 + rng.normal(300.0).abs());
+                        let residence = if tdp {
+                            let mut v = 232_000.0 + rng.normal(1_500.0);
+                            if rng.next() < 1e-4 {
+                                v += tf;
+                                slips += 1;
+                                *slips_at.entry((r.to_string(), name.clone())).or_default() += 1;
+                            }
+                            v
+                        } else {
+                            let burst = if rng.next() < 0.01 {
+                                rng.exp(300_000.0)
+                            } else {
+                                0.0
+                            };
+                            15_000.0 + rng.exp(35_000.0) + burst
+                        };
+                        parts.push(residence);
+                    }
+                    parts.push(9_000.0 + rng.normal(300.0).abs());
+                    parts.push(8_000.0 + rng.exp(3_000.0));
+                    let mut total = 0i64;
+                    for (h, v) in comps.iter_mut().zip(&parts) {
+                        h.record(*v as i64);
+                        total += *v as i64;
+                    }
+                    lat.record(total);
+                    // A flow's packets stay in order: one cannot arrive before the
+                    // previous one.
+                    let t = (i as i64 * 1_000_000 + total).max(last.map_or(0, |p| p + 8_000));
+                    if let Some(prev) = last {
+                        ia.record(t - prev);
+                        chunk.push((t, t - prev));
+                        if chunk.len() == 10 {
+                            // Decimate keeping the extremes of every ten points.
+                            let lo = chunk.iter().min_by_key(|p| p.1).copied();
+                            let hi = chunk.iter().max_by_key(|p| p.1).copied();
+                            series.extend(lo);
+                            series.extend(hi);
+                            chunk.clear();
+                        }
+                    }
+                    last = Some(t);
+                }
+                flows.push(FlowReport {
+                    name,
+                    latency: lat.summary(),
+                    inter_arrival: ia.summary(),
+                    inter_arrival_series: series,
+                    decomposition: names
+                        .iter()
+                        .zip(&comps)
+                        .map(|(n, h)| Component {
+                            name: n.clone(),
+                            summary: h.summary(),
+                        })
+                        .collect(),
+                    sent,
+                    received: sent - lost,
+                    lost,
+                    slips,
+                });
+            }
+            let hops = ["R1", "R2", "R3", "R4"]
+                .iter()
+                .map(|r| {
+                    let mut wake = Histogram::new();
+                    for _ in 0..4000 {
+                        wake.record((1_500.0 + rng.exp(2_500.0)) as i64);
+                    }
+                    HopReport {
+                        node: r.to_string(),
+                        slips_per_flow: if tdp {
+                            flows
+                                .iter()
+                                .filter(|f| {
+                                    f.decomposition
+                                        .iter()
+                                        .any(|c| c.name == format!("{r} residence"))
+                                })
+                                .map(|f| {
+                                    let n = slips_at
+                                        .get(&(r.to_string(), f.name.clone()))
+                                        .copied()
+                                        .unwrap_or(0);
+                                    (f.name.clone(), n)
+                                })
+                                .collect()
+                        } else {
+                            Vec::new()
+                        },
+                        forwarded: 60_000,
+                        dropped: if tdp { 0 } else { 61 },
+                        padding_sent: if tdp { 12_034 } else { 0 },
+                        best_effort_forwarded: 431_220,
+                        wakeup: tdp.then(|| wake.summary()),
+                    }
+                })
+                .collect();
+            runs.push(RunReport {
+                label: mode.into(),
+                tf_ns: tdp.then_some(tf as i64),
+                flows,
+                hops,
+            });
+        }
+        LabReport {
+            title: "mesh4 — FIFO vs TDP".into(),
+            scenario: "scenarios/mesh4.toml".into(),
+            generated_at: "2026-11-22T10:00:00Z".into(),
+            command: [
+                "lockstep",
+                "lab",
+                "run",
+                "scenarios/mesh4.toml",
+                "--duration",
+                "20s",
+                "--output",
+                "results/mesh4",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            host: json!({
+                "hostname": "lab-vm", "kernel": {"release": "6.1.0-28-amd64", "version": "#1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1"},
+                "rt": false, "preempt": "dynamic", "cpu_model": "AMD EPYC 7B13", "cores": 2,
+                "isolation": {"isolcpus": "", "nohz_full": ""}, "governor": "unknown (no cpufreq)",
+                "clocksource": "kvm-clock",
+                "sync": {"synchronized": true, "state": "TIME_OK", "status": ["STA_PLL", "STA_NANO"],
+                         "maxerror_ns": 16_000_000, "esterror_ns": 1000, "offset_ns": 0, "tai_offset_s": 37,
+                         "daemons": ["chronyd"]},
+                "virtualization": "kvm", "unreadable": []
+            }),
+            runs,
+            notes: vec![
+                "not a PREEMPT_RT kernel: expect wake-up latency spikes".into(),
+                "running under a hypervisor (kvm): the host can steal the CPU at any time".into(),
+            ],
+        }
+    }
+
+    /// A report shaped like the gateway scenario: one flow straight from sender to
+    /// receiver (no routers), one run per TF, latency tails long enough for a log x axis.
+    pub(super) fn sample_gateway_report() -> LabReport {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let runs = [500_000i64, 250_000, 100_000, 50_000]
+            .iter()
+            .map(|&tf| {
+                let names = ["L_I", "L_Tx", "delta", "L_Rx"];
+                let mut comps: Vec<Histogram> = names.iter().map(|_| Histogram::new()).collect();
+                let (mut lat, mut ia) = (Histogram::new(), Histogram::new());
+                let mut series = Vec::new();
+                let mut last: Option<i64> = None;
+                let count = 10_000_000_000 / tf;
+                for i in 0..count {
+                    let spike = if rng.next() < 2e-3 {
+                        rng.exp(400_000.0)
+                    } else {
+                        0.0
+                    };
+                    let parts = [
+                        3_000.0 + rng.exp(2_500.0) + spike,
+                        5_000.0 + rng.exp(1_000.0),
+                        2_000.0 + rng.exp(200.0),
+                        7_000.0 + rng.exp(2_000.0),
+                    ];
+                    let mut total = 0;
+                    for (h, v) in comps.iter_mut().zip(parts) {
+                        h.record(v as i64);
+                        total += v as i64;
+                    }
+                    lat.record(total);
+                    let t = (i * tf + total).max(last.map_or(0, |p| p + 5_000));
+                    if let Some(p) = last {
+                        ia.record(t - p);
+                        if i % (count / 2000).max(1) == 0 {
+                            series.push((t, t - p));
+                        }
+                    }
+                    last = Some(t);
+                }
+                RunReport {
+                    label: format!("TF={}us", tf / 1000),
+                    tf_ns: Some(tf),
+                    flows: vec![FlowReport {
+                        name: "frames 102B".into(),
+                        latency: lat.summary(),
+                        inter_arrival: ia.summary(),
+                        inter_arrival_series: series,
+                        decomposition: names
+                            .iter()
+                            .zip(&comps)
+                            .map(|(n, h)| Component {
+                                name: n.to_string(),
+                                summary: h.summary(),
+                            })
+                            .collect(),
+                        sent: count as u64,
+                        received: count as u64,
+                        lost: 0,
+                        slips: 0,
+                    }],
+                    hops: Vec::new(),
+                }
+            })
+            .collect();
+        LabReport {
+            title: "gateway — latency per TF".into(),
+            scenario: "scenarios/gateway.toml".into(),
+            generated_at: "2026-11-22T11:00:00Z".into(),
+            command: vec![
+                "lockstep".into(),
+                "lab".into(),
+                "run".into(),
+                "scenarios/gateway.toml".into(),
+            ],
+            host: json!({"hostname": "lab-vm", "rt": false, "cores": 2}),
+            runs,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Writes the sample page for a look in a browser or a screenshot:
+    /// `cargo test -p lockstep -- --ignored write_sample_report` (path from
+    /// `LOCKSTEP_SAMPLE_REPORT`, default /tmp/sample-report.html).
+    #[test]
+    #[ignore]
+    fn write_sample_report() {
+        let path = std::env::var("LOCKSTEP_SAMPLE_REPORT")
+            .unwrap_or_else(|_| "/tmp/sample-report.html".into());
+        let html = render(&sample_report());
+        assert_well_formed(&html);
+        std::fs::write(&path, html).unwrap_or_else(|e| panic!("{path}: {e}"));
+        eprintln!("wrote {path}");
+        let path = path.replace(".html", "-gateway.html");
+        let html = render(&sample_gateway_report());
+        assert_well_formed(&html);
+        std::fs::write(&path, html).unwrap_or_else(|e| panic!("{path}: {e}"));
+        eprintln!("wrote {path}");
+    }
+
+    #[test]
+    fn sample_report_is_well_formed_and_bounded() {
+        let html = render(&sample_report());
+        assert_well_formed(&html);
+        // 5 flows × (PMF, decomposition, inter-arrival) + the TDP slip chart.
+        assert_eq!(html.matches("<svg").count(), 16);
+        // Dots are deduplicated per half pixel: the page stays small.
+        assert!(html.len() < 2_000_000, "{} bytes", html.len());
     }
 }

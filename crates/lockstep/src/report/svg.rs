@@ -146,15 +146,16 @@ fn tick_value(units: i64, k: i32) -> f64 {
 }
 
 /// Log-axis ticks inside `lo..=hi`: `major` at the powers of ten; when the range holds
-/// fewer than two of them, also 2× and 5× multiples, and failing that every 1…9×
-/// multiple. `minor` marks the remaining 2…9× multiples (grid lines only).
+/// fewer than `min_major` of them, also the 2× and 5× multiples, and when still fewer
+/// than two, every 1…9× multiple. `minor` marks the remaining 2…9× multiples (grid
+/// lines only).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogTicks {
     pub major: Vec<f64>,
     pub minor: Vec<f64>,
 }
 
-pub fn log_ticks(lo: f64, hi: f64) -> LogTicks {
+pub fn log_ticks(lo: f64, hi: f64, min_major: usize) -> LogTicks {
     let (lo, hi) = if lo > 0.0 && hi.is_finite() && hi >= lo {
         (lo, hi)
     } else {
@@ -171,7 +172,7 @@ pub fn log_ticks(lo: f64, hi: f64) -> LogTicks {
     };
     let all: Vec<i64> = (1..=9).collect();
     let mut major = multiples(&[1]);
-    if major.len() < 2 {
+    if major.len() < min_major.max(2) {
         major = multiples(&[1, 2, 5]);
     }
     if major.len() < 2 {
@@ -269,9 +270,10 @@ impl Axis {
         }
     }
 
-    /// A log axis over exactly `lo..=hi`, labelled by `label`.
-    pub fn log(lo: f64, hi: f64, title: &str, label: fn(f64) -> String) -> Axis {
-        let t = log_ticks(lo, hi);
+    /// A log axis over exactly `lo..=hi`, labelled by `label`, with at least
+    /// `min_major` labelled ticks where 1-2-5 steps can give them (see [`log_ticks`]).
+    pub fn log(lo: f64, hi: f64, min_major: usize, title: &str, label: fn(f64) -> String) -> Axis {
+        let t = log_ticks(lo, hi, min_major);
         let (lo, hi) = if lo > 0.0 && hi > lo {
             (lo, hi)
         } else {
@@ -598,22 +600,28 @@ mod tests {
 
     #[test]
     fn log_scale_ticks() {
-        let t = log_ticks(1e-4, 1.0);
+        let t = log_ticks(1e-4, 1.0, 2);
         assert_eq!(t.major, vec![1e-4, 1e-3, 1e-2, 1e-1, 1.0]);
         assert_eq!(t.minor.len(), 4 * 8);
         assert_eq!(t.minor.first(), Some(&2e-4));
         assert_eq!(t.minor.last(), Some(&0.9));
         // Bounds that are not powers of ten: only the decades inside.
-        let t = log_ticks(3.0, 4500.0);
+        let t = log_ticks(3.0, 4500.0, 2);
         assert_eq!(t.major, vec![10.0, 100.0, 1000.0]);
         assert_eq!(t.minor.first(), Some(&3.0));
         assert_eq!(t.minor.last(), Some(&4000.0));
         // Less than a decade: 2× and 5× multiples join in.
-        assert_eq!(log_ticks(15.0, 120.0).major, vec![20.0, 50.0, 100.0]);
+        assert_eq!(log_ticks(15.0, 120.0, 2).major, vec![20.0, 50.0, 100.0]);
+        // Asking for at least four labels: 1-2-5 steps over three decades.
+        assert_eq!(
+            log_ticks(18.0, 2700.0, 4).major,
+            vec![20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0]
+        );
+        assert_eq!(log_ticks(1e-6, 1.0, 4).major.len(), 7);
         // Even narrower: every multiple.
-        assert_eq!(log_ticks(20.0, 40.0).major, vec![20.0, 30.0, 40.0]);
+        assert_eq!(log_ticks(20.0, 40.0, 2).major, vec![20.0, 30.0, 40.0]);
         // Invalid bounds fall back to one decade.
-        assert_eq!(log_ticks(0.0, 5.0).major, vec![1.0, 10.0]);
+        assert_eq!(log_ticks(0.0, 5.0, 2).major, vec![1.0, 10.0]);
     }
 
     #[test]
@@ -655,7 +663,7 @@ mod tests {
             top: 20.0,
             bottom: 30.0,
             x: Axis::linear(0.0, 37.0, 5, "latency (µs)"),
-            y: Axis::log(1e-4, 1.0, "probability", sci_label),
+            y: Axis::log(1e-4, 1.0, 2, "probability", sci_label),
         };
         assert_eq!(c.px(0.0), 50.0);
         assert_eq!(c.px(40.0), 390.0);
