@@ -272,7 +272,7 @@ fn fmt_count(v: u64) -> String {
     let digits = v.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push('\u{202f}');
         }
         out.push(c);
@@ -702,9 +702,12 @@ impl Binning {
     }
 }
 
+/// One PMF bin: `[lo, hi)` in ns and its probability.
+type Bin = (i64, i64, f64);
+
 /// The PMF of a distribution over the given bins: `(bin lo, bin hi, probability)` for
 /// the non-empty bins, in increasing order.
-fn pmf(s: &Summary, binning: Binning) -> Vec<(i64, i64, f64)> {
+fn pmf(s: &Summary, binning: Binning) -> Vec<Bin> {
     let h = &s.histogram;
     let total: u64 = h.count.iter().fold(0u64, |a, &c| a.saturating_add(c));
     if total == 0 {
@@ -766,7 +769,7 @@ fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
                 page,
                 r#"<span class="legend">{}{} <span style="color:#5b6472">{}</span></span>"#,
                 run_swatch(ri),
-                esc(&report.runs.get(ri).map_or("", |r| r.label.as_str())),
+                esc(report.runs.get(ri).map_or("", |r| r.label.as_str())),
                 detail
             );
         }
@@ -793,7 +796,7 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
         );
     };
     let binning = Binning::choose(lo, hi);
-    let series: Vec<(usize, Vec<(i64, i64, f64)>)> = flows
+    let series: Vec<(usize, Vec<Bin>)> = flows
         .iter()
         .map(|&(ri, f)| (ri, pmf(&f.latency, binning)))
         .collect();
