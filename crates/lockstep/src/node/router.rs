@@ -169,12 +169,6 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
     let live = ctx.file.live.clone();
     let node = Node::new(node_cfg.clone())
         .map_err(|e| UsageError(format!("node.{}: {}", e.field, e.message)))?;
-    if lockstep_linux::iface::sysctl_get("net.ipv4.ip_forward").is_ok_and(|v| v.trim() == "1") {
-        return Err(EnvError(
-            "the kernel forwards IPv4 in this network namespace too (net.ipv4.ip_forward = 1): every packet would leave twice; set it to 0 (sysctl -w net.ipv4.ip_forward=0)".into(),
-        )
-        .into());
-    }
     let mut ports = Vec::with_capacity(node_cfg.ports.len());
     for (i, p) in node_cfg.ports.iter().enumerate() {
         let sock = PacketSocket::bind(&p.ifname).map_err(|e| match &e {
@@ -230,6 +224,13 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
                 ..DriverCounters::default()
             },
         });
+    }
+    // After the sockets: a missing interface or privilege is the first thing to say.
+    if lockstep_linux::iface::sysctl_get("net.ipv4.ip_forward").is_ok_and(|v| v.trim() == "1") {
+        return Err(EnvError(
+            "the kernel forwards IPv4 in this network namespace too (net.ipv4.ip_forward = 1): every packet would leave twice; set it to 0 (sysctl -w net.ipv4.ip_forward=0)".into(),
+        )
+        .into());
     }
     let csv = if live.tx_timestamps {
         csv(

@@ -1,0 +1,115 @@
+//! `lockstep node` refuses bad node files and missing interfaces with the SPEC §8
+//! exit statuses and messages that say where the problem is. No root needed.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A scratch directory of this test, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "lsn-{:x}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const CORE: &str = r#"[node]
+name = "r1"
+id = 1
+role = "core"
+
+[node.frame]
+tf = "1ms"
+k = 4
+
+[[node.ports]]
+id = 1
+ifname = "lsn-noexist0"
+mac = "02:00:00:00:01:01"
+addr = "10.0.1.1"
+prefix_len = 24
+rate_bps = 1000000000
+padding = false
+d = 1
+
+[live]
+strategy = "sleep"
+"#;
+
+fn node(config: &PathBuf) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["node", "-q", "--duration", "100ms", "--config"])
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_typo_is_exit_2_naming_file_line_and_field() {
+    let dir = Scratch::new();
+    let path = dir.0.join("node.toml");
+    std::fs::write(&path, CORE.replace("strategy =", "stategy =")).unwrap();
+    let out = node(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}, line 21, column 1, field live.stategy: unknown field `stategy`",
+            path.display()
+        )),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn the_nodes_own_checks_are_exit_2_too() {
+    let dir = Scratch::new();
+    let path = dir.0.join("r.toml");
+    std::fs::write(&path, CORE.replace("d = 1", "d = 4")).unwrap();
+    let out = node(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}, line 18, column 1, field node.ports[0].d: forwarding delay 4 is outside [1, k = 4)",
+            path.display()
+        )),
+        "{err}"
+    );
+    // a file that is not there
+    let out = node(&dir.0.join("missing.toml"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml: cannot read it"));
+}
+
+#[test]
+fn a_missing_interface_or_privilege_is_exit_3() {
+    let dir = Scratch::new();
+    let path = dir.0.join("r.toml");
+    std::fs::write(&path, CORE).unwrap();
+    let out = node(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // as root: the interface is missing; otherwise the raw socket is refused
+    assert!(err.contains("node.ports[0]"), "{err}");
+    assert!(
+        err.contains("no interface \"lsn-noexist0\"") || err.contains("CAP_NET_RAW"),
+        "{err}"
+    );
+}

@@ -1,0 +1,557 @@
+//! `lockstep node` end to end in network namespaces (needs root and iproute2;
+//! otherwise each test prints a skip note and passes):
+//!
+//! ```text
+//!  sender ns                router ns (lockstep node, core)            receiver ns
+//!  <b>s 10.0.1.2 ──veth── <b>a 10.0.1.1 [port 1]   [port 2] 10.0.2.1 <b>b ──veth── <b>d 10.0.2.2
+//! ```
+//!
+//! The sender sends two flows for about a second (TF = 1 ms, k = 4: flow 1 two
+//! packets in slot 1, flow 2 one packet in slot 3), the router forwards them with
+//! d = 1, the receiver measures. The checks are functional and exact, from the
+//! nodes' JSON files: every packet sent arrived (per flow, none lost), the router
+//! forwarded each of them (marked, in its reserved frame, or counted as a slip),
+//! saw no unknown DSCP, recorded a hop in every probe, and sent padding. A FIFO run
+//! checks the same without frames. No timing thresholds.
+//!
+//! Names are `lsn-<pid hex>-<n>`; namespaces are owned by guards that delete them
+//! even when an assertion fails, child processes by guards that kill them, and every
+//! wait is bounded by a wall-clock cap.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use lockstep_core::ClockId;
+use lockstep_linux::cmd;
+use lockstep_linux::ethtool::{self, Offloads};
+use lockstep_linux::iface::{self, format_mac, IfaceError, Mac};
+use lockstep_linux::netns::{self, NetnsGuard};
+use serde_json::Value;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+/// One topology at a time: the machine has few cores, and three nodes each.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const TF_NS: i64 = 1_000_000;
+/// Longest any single wait of the test may take.
+const CAP: StdDuration = StdDuration::from_secs(20);
+
+fn unique() -> String {
+    format!(
+        "lsn-{:x}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn can_run(test: &str) -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping {test}: needs root (network namespaces, raw sockets)");
+        return false;
+    }
+    if cmd::find_program("ip").is_none() {
+        eprintln!("skipping {test}: `ip` (iproute2) is not installed");
+        return false;
+    }
+    true
+}
+
+/// A child process killed (and reaped) when dropped.
+struct Proc {
+    name: &'static str,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map_or(0, |c| c.id() as i32)
+    }
+
+    /// Waits for the process to end by itself (bounded); its exit code.
+    fn wait(&mut self) -> Option<i32> {
+        let start = StdInstant::now();
+        while start.elapsed() < CAP {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    self.child = None;
+                    return status.code();
+                }
+            }
+            std::thread::sleep(StdDuration::from_millis(20));
+        }
+        panic!("{} did not exit within {CAP:?}:\n{}", self.name, self.log());
+    }
+
+    /// Asks it to stop (SIGTERM) and waits.
+    fn stop(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        self.wait()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Removes a directory on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // LSN_KEEP=1 keeps the files (configs, logs, results) for a look.
+        if std::env::var_os("LSN_KEEP").is_some() {
+            eprintln!("kept {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+struct Line {
+    // Dropped in this order: the namespaces go, and the veth pairs with them.
+    s: NetnsGuard,
+    r: NetnsGuard,
+    d: NetnsGuard,
+    ifs: [String; 4],
+    macs: [Mac; 4],
+}
+
+const S_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+const RA_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
+const RB_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 1);
+const D_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
+
+/// Builds the three namespaces and two links, offloads off, IPv6 off, static
+/// neighbours and routes on the hosts; the router namespace keeps kernel forwarding
+/// off (the default of a new namespace).
+fn line(base: &str) -> Line {
+    let s = NetnsGuard::create(&format!("{base}S")).unwrap();
+    let r = NetnsGuard::create(&format!("{base}R")).unwrap();
+    let d = NetnsGuard::create(&format!("{base}D")).unwrap();
+    for ns in [&s, &r, &d] {
+        ns.run(|| -> Result<(), IfaceError> {
+            iface::sysctl_set("net.ipv6.conf.all.disable_ipv6", "1")?;
+            iface::sysctl_set("net.ipv6.conf.default.disable_ipv6", "1")?;
+            iface::set_up("lo")
+        })
+        .unwrap()
+        .unwrap();
+    }
+    let ifs = [
+        format!("{base}s"),
+        format!("{base}a"),
+        format!("{base}b"),
+        format!("{base}d"),
+    ];
+    assert!(ifs.iter().all(|n| n.len() <= 15), "{ifs:?}");
+    iface::create_veth_between(&ifs[0], Some(s.name()), &ifs[1], Some(r.name())).unwrap();
+    iface::create_veth_between(&ifs[2], Some(r.name()), &ifs[3], Some(d.name())).unwrap();
+    let setup = |ns: &NetnsGuard, ifname: &str, ip: Ipv4Addr| -> Mac {
+        ns.run(|| -> Result<Mac, String> {
+            ethtool::set_offloads(ifname, Offloads::ALL_OFF).map_err(|e| e.to_string())?;
+            iface::add_addr(ifname, ip, 24).map_err(|e| e.to_string())?;
+            iface::set_up(ifname).map_err(|e| e.to_string())?;
+            iface::mac(ifname).map_err(|e| e.to_string())
+        })
+        .unwrap()
+        .unwrap()
+    };
+    let macs = [
+        setup(&s, &ifs[0], S_IP),
+        setup(&r, &ifs[1], RA_IP),
+        setup(&r, &ifs[2], RB_IP),
+        setup(&d, &ifs[3], D_IP),
+    ];
+    s.run(|| -> Result<(), IfaceError> {
+        iface::add_neigh(&ifs[0], RA_IP, macs[1])?;
+        iface::add_route(Ipv4Addr::new(10, 0, 2, 0), 24, Some(RA_IP), None)
+    })
+    .unwrap()
+    .unwrap();
+    d.run(|| -> Result<(), IfaceError> {
+        iface::add_neigh(&ifs[3], RB_IP, macs[2])?;
+        iface::add_route(Ipv4Addr::new(10, 0, 1, 0), 24, Some(RB_IP), None)
+    })
+    .unwrap()
+    .unwrap();
+    Line { s, r, d, ifs, macs }
+}
+
+fn frame(mode: &str) -> String {
+    format!("mode = \"{mode}\"\n\n[node.frame]\ntf = \"1ms\"\nk = 4\n")
+}
+
+fn port(id: u16, ifname: &str, mac: &Mac, addr: Ipv4Addr, extra: &str) -> String {
+    format!(
+        "[[node.ports]]\nid = {id}\nifname = \"{ifname}\"\nmac = \"{}\"\naddr = \"{addr}\"\nprefix_len = 24\nrate_bps = 1000000000\n{extra}\n",
+        format_mac(mac)
+    )
+}
+
+/// The three node files.
+fn configs(l: &Line, mode: &str, role: &str) -> [String; 3] {
+    let sender = format!(
+        "[node]\nname = \"snd\"\nid = 10\nrole = \"sender\"\n{}\n{}\
+         [[node.flows]]\nid = 1\nout_port = 1\nrows = [{{ slot = 1, packets = 2, size = 256 }}]\n\n\
+         [[node.flows]]\nid = 2\nout_port = 1\nrows = [{{ slot = 3, packets = 1, size = 256 }}]\n\n\
+         [live]\nmark = {}\n\
+         [[live.flows]]\nflow = 1\ndst = \"{D_IP}:7000\"\nsrc_port = 6001\nsize = 200\n\n\
+         [[live.flows]]\nflow = 2\ndst = \"{D_IP}:7000\"\nsrc_port = 6002\nsize = 200\n",
+        frame(mode),
+        port(1, &l.ifs[0], &l.macs[0], S_IP, ""),
+        // an edge router marks; the sender marks for a core in TDP mode
+        mode == "tdp" && role == "core",
+    );
+    // An edge polices a flow to its reservation: on a loaded machine a late sender
+    // or router makes a flow exceed it for a moment. Send the excess best effort,
+    // so every packet still arrives (and is counted as excess).
+    let police = if role == "edge" { "police = false" } else { "" };
+    let router = format!(
+        "[node]\nname = \"r1\"\nid = 7\nrole = \"{role}\"\n{}\n{}{}\
+         [[node.flows]]\nid = 1\nout_port = 2\nrule = {{ dst_ports = [7000, 7000], src_ports = [6001, 6001] }}\n\
+         rows = [{{ slot = 2, packets = 2, size = 256 }}]\n{police}\n\
+         [[node.flows]]\nid = 2\nout_port = 2\nrule = {{ dst_ports = [7000, 7000], src_ports = [6002, 6002] }}\n\
+         rows = [{{ slot = 0, packets = 1, size = 256 }}]\n{police}\n\
+         [live]\nnames = {{ \"7\" = \"R1\" }}\n",
+        frame(mode),
+        port(
+            1,
+            &l.ifs[1],
+            &l.macs[1],
+            RA_IP,
+            &format!(
+                "d = 1\npadding = false\nneighbour_addr = \"{S_IP}\"\nneighbour_mac = \"{}\"",
+                format_mac(&l.macs[0])
+            )
+        ),
+        port(
+            2,
+            &l.ifs[2],
+            &l.macs[2],
+            RB_IP,
+            &format!(
+                "neighbour_addr = \"{D_IP}\"\nneighbour_mac = \"{}\"",
+                format_mac(&l.macs[3])
+            )
+        ),
+    );
+    let receiver = format!(
+        "[node]\nname = \"rcv\"\nid = 20\nrole = \"receiver\"\n{}\n{}\
+         [live]\nbind = \"{D_IP}:7000\"\nsamples = true\nnames = {{ \"7\" = \"R1\" }}\n",
+        frame(mode),
+        port(1, &l.ifs[3], &l.macs[3], D_IP, ""),
+    );
+    [sender, router, receiver]
+}
+
+fn spawn(ns: &str, name: &'static str, dir: &Path, config: &str, extra: &[String]) -> Proc {
+    let cfg = dir.join(format!("{name}.toml"));
+    std::fs::write(&cfg, config).unwrap();
+    let log = dir.join(format!("{name}.log"));
+    let mut c: Command = netns::command(ns, env!("CARGO_BIN_EXE_lockstep")).unwrap();
+    c.arg("node")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--output")
+        .arg(dir.join("out"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    Proc {
+        name,
+        child: Some(c.spawn().unwrap()),
+        log,
+    }
+}
+
+fn wait_ready(p: &mut Proc, ready: &Path) {
+    let start = StdInstant::now();
+    while !ready.exists() {
+        if let Some(c) = p.child.as_mut() {
+            if let Ok(Some(status)) = c.try_wait() {
+                panic!("{} exited early ({status}):\n{}", p.name, p.log());
+            }
+        }
+        assert!(
+            start.elapsed() < CAP,
+            "{} not ready within {CAP:?}:\n{}",
+            p.name,
+            p.log()
+        );
+        std::thread::sleep(StdDuration::from_millis(10));
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Results of one run: the three node documents.
+struct Run {
+    sender: Value,
+    router: Value,
+    receiver: Value,
+    packets_csv: String,
+}
+
+fn run_line(test: &str, mode: &str, role: &str) -> Option<Run> {
+    if !can_run(test) {
+        return None;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let base = unique();
+    let dir = std::env::temp_dir().join(&base);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch(dir.clone());
+    let l = line(&base);
+    let [snd, rtr, rcv] = configs(&l, mode, role);
+    let ready = |n: &str| dir.join(format!("{n}.ready"));
+    let with_ready = |n: &str| vec!["--ready-file".to_string(), ready(n).display().to_string()];
+    let mut router = spawn(l.r.name(), "router", &dir, &rtr, &with_ready("router"));
+    let mut receiver = spawn(l.d.name(), "receiver", &dir, &rcv, &with_ready("receiver"));
+    wait_ready(&mut router, &ready("router"));
+    wait_ready(&mut receiver, &ready("receiver"));
+    // All start on the same frame, a little ahead.
+    let now = lockstep_linux::now(ClockId::Tai).ns;
+    let start = (now / TF_NS + 300) * TF_NS;
+    let common = vec!["--start-at-ns".to_string(), start.to_string()];
+    let mut sargs = common.clone();
+    sargs.extend(["--duration".to_string(), "1s".to_string()]);
+    let mut sender = spawn(l.s.name(), "sender", &dir, &snd, &sargs);
+    let code = sender.wait();
+    assert_eq!(code, Some(0), "sender failed:\n{}", sender.log());
+    // let the last packets through the router (its frames are 1 ms)
+    std::thread::sleep(StdDuration::from_millis(100));
+    assert_eq!(router.stop(), Some(0), "router failed:\n{}", router.log());
+    assert_eq!(
+        receiver.stop(),
+        Some(0),
+        "receiver failed:\n{}",
+        receiver.log()
+    );
+    let out = dir.join("out");
+    let r = Run {
+        sender: read_json(&out.join("snd.json")),
+        router: read_json(&out.join("r1.json")),
+        receiver: read_json(&out.join("rcv.json")),
+        packets_csv: std::fs::read_to_string(out.join("rcv-packets.csv")).unwrap_or_default(),
+    };
+    let names = [
+        l.s.name().to_string(),
+        l.r.name().to_string(),
+        l.d.name().to_string(),
+    ];
+    drop(l);
+    for n in names {
+        assert!(!netns::exists(&n), "namespace {n} left behind");
+    }
+    drop(scratch);
+    Some(r)
+}
+
+/// Per flow: (sent by the sender, received by the receiver, lost).
+fn per_flow(r: &Run, flow: u32) -> (u64, u64, u64) {
+    let sent = r.sender["tx_flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["flow"] == flow)
+        .map(|f| u(&f["sent"]))
+        .unwrap();
+    let rf = &r.receiver["flows"][flow.to_string()];
+    (sent, u(&rf["received"]), u(&rf["seq"]["lost"]))
+}
+
+fn router_flow(r: &Run, flow: u32) -> &Value {
+    r.router["counters"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["flow"] == flow)
+        .unwrap()
+}
+
+fn check_delivery(r: &Run) -> u64 {
+    let sent = u(&r.sender["counters"]["sent"]);
+    assert!(sent > 0, "the sender sent nothing: {}", r.sender);
+    assert_eq!(u(&r.sender["counters"]["send_errors"]), 0);
+    let mut total = 0;
+    for flow in [1, 2] {
+        let (s, got, lost) = per_flow(r, flow);
+        assert!(s > 0, "flow {flow} sent nothing");
+        assert_eq!(got, s, "flow {flow}: received {got} of {s}");
+        assert_eq!(lost, 0, "flow {flow}");
+        total += s;
+    }
+    assert_eq!(total, sent);
+    assert_eq!(u(&r.receiver["counters"]["probes"]), sent);
+    assert_eq!(u(&r.receiver["counters"]["foreign"]), 0);
+    // flow 1 sends 2 packets in each of its frames (slot 1), flow 2 one (slot 3)
+    let (s1, _, _) = per_flow(r, 1);
+    let (s2, _, _) = per_flow(r, 2);
+    assert_eq!(s1 % 2, 0);
+    assert_eq!(s1 / 2 + s2, u(&r.sender["counters"]["frames"]));
+    // the sender's frame timer: one wake-up per frame it sent in
+    assert_eq!(
+        u(&r.sender["wakeup"]["count"]),
+        u(&r.sender["counters"]["frames"])
+    );
+    // the router forwarded every packet out of port 2, towards the receiver
+    let rc = &r.router["counters"];
+    assert_eq!(rc["ports"][1]["port"], 2);
+    let out = &rc["ports"][1];
+    assert_eq!(
+        u(&out["tx_reserved"]) + u(&out["tx_best_effort"]),
+        sent,
+        "every packet left on port 2: {rc}"
+    );
+    assert_eq!(
+        u(&rc["no_route"]) + u(&rc["malformed"]) + u(&rc["unknown_dscp"]),
+        0
+    );
+    assert_eq!(u(&rc["unknown_flow"]), 0);
+    // each probe crossed R1: a hop record, and the decomposition names it
+    assert_eq!(u(&rc["hops_recorded"]), sent);
+    for flow in ["1", "2"] {
+        let f = &r.receiver["flows"][flow];
+        let hops = f["decomposition"]["hops"].as_array().unwrap();
+        assert_eq!(hops.len(), 1, "{f}");
+        assert_eq!(hops[0]["node"], 7);
+        assert_eq!(hops[0]["name"], "R1");
+        let n = u(&f["received"]);
+        assert_eq!(u(&hops[0]["residence"]["count"]), n);
+        assert_eq!(u(&hops[0]["link_in"]["count"]), n);
+        assert_eq!(u(&f["latency"]["count"]), n);
+        let names: Vec<&str> = f["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "L_I",
+                "send path",
+                "link sender→R1",
+                "R1 residence",
+                "link R1→rcv",
+                "L_Rx"
+            ]
+        );
+        for c in f["components"].as_array().unwrap() {
+            assert_eq!(u(&c["summary"]["count"]), n, "{}", c["name"]);
+        }
+    }
+    // the per-packet file: a header and one row per probe, with R1's hop
+    let lines: Vec<&str> = r.packets_csv.lines().collect();
+    assert_eq!(lines.len() as u64, sent + 1);
+    assert!(
+        lines[0].starts_with("flow,seq,frame,t0,t_wake,t_send,kernel_rx,app_rx,latency,h1_node")
+    );
+    assert!(lines[1..].iter().all(|l| l.split(',').nth(9) == Some("7")));
+    sent
+}
+
+#[test]
+fn tdp_line_delivers_routes_marks_and_pads() {
+    let Some(r) = run_line("tdp_line_delivers_routes_marks_and_pads", "tdp", "core") else {
+        return;
+    };
+    check_tdp(&r);
+    assert_eq!(r.router["role"], "core");
+    // the sender marked the packets with the frame (DSCP) in TDP mode: the router
+    // recovered their frames from the mark on port 1
+    assert_eq!(r.sender["mark"], true);
+}
+
+#[test]
+fn edge_line_classifies_holds_and_marks() {
+    let Some(r) = run_line("edge_line_classifies_holds_and_marks", "tdp", "edge") else {
+        return;
+    };
+    check_tdp(&r);
+    assert_eq!(r.router["role"], "edge");
+    // unmarked packets in: nothing to recover from DSCP, everything classified
+    assert_eq!(r.sender["mark"], false);
+    let rc = &r.router["counters"];
+    assert_eq!(u(&rc["ports"][0]["resyncs"]), 0);
+    assert_eq!(u(&rc["misrouted"]), 0);
+}
+
+/// What a TDP router run shows, core or edge.
+fn check_tdp(r: &Run) {
+    let sent = check_delivery(r);
+    let rc = &r.router["counters"];
+    // marked: every packet left in its reserved frame, or is counted as a slip
+    // (late on a loaded machine: then it went best effort, still delivered); a
+    // packet processed so late that its mark reads as a future frame is counted
+    // node-wide as too early (best effort too)
+    let mut reserved = 0;
+    let mut accounted = u(&rc["too_early"]) + u(&rc["queue_full"]);
+    for flow in [1, 2] {
+        let f = router_flow(r, flow);
+        let (s, _, _) = per_flow(r, flow);
+        // `forwarded` counts reserved departures (late ones too, also in `late`);
+        // slipped and (edge) excess packets went best effort
+        let n = u(&f["forwarded"]) + u(&f["slipped"]) - u(&f["late"]) + u(&f["excess"]);
+        assert!(n <= s, "flow {flow}: {f}");
+        assert_eq!(u(&f["policed"]), 0);
+        accounted += n;
+        reserved += u(&f["forwarded"]);
+    }
+    assert_eq!(accounted, sent, "{rc}");
+    assert!(reserved > 0, "no packet left in a reserved frame: {rc}");
+    assert_eq!(u(&rc["ports"][1]["tx_reserved"]), reserved);
+    // the router ran frames and padded the frames with nothing reserved on port 2
+    assert!(u(&rc["frames"]) > 0);
+    assert!(u(&rc["padding_sent"]) > 0, "{rc}");
+    assert_eq!(u(&rc["padding_sent"]), u(&rc["ports"][1]["tx_padding"]));
+    assert_eq!(u(&rc["ports"][0]["tx_padding"]), 0);
+    // it timed every frame start it went through
+    assert!(u(&r.router["wakeup"]["count"]) > 0);
+    assert_eq!(r.router["mode"], "tdp");
+    assert!(sent > 0);
+}
+
+#[test]
+fn fifo_line_delivers_at_once() {
+    let Some(r) = run_line("fifo_line_delivers_at_once", "fifo", "core") else {
+        return;
+    };
+    let sent = check_delivery(&r);
+    let rc = &r.router["counters"];
+    assert_eq!(r.router["mode"], "fifo");
+    assert_eq!(r.sender["mark"], false);
+    // FIFO: no frames, no padding, everything best effort (forwarded on arrival)
+    assert_eq!(u(&rc["padding_sent"]), 0);
+    assert_eq!(u(&rc["ports"][1]["tx_reserved"]), 0);
+    assert_eq!(u(&rc["ports"][1]["tx_best_effort"]), sent);
+    for flow in [1, 2] {
+        let (s, _, _) = per_flow(&r, flow);
+        assert_eq!(u(&router_flow(&r, flow)["forwarded"]), s);
+    }
+    assert_eq!(u(&r.router["wakeup"]["count"]), 0);
+}
