@@ -1,21 +1,255 @@
-//! `lockstep lab …` and `lockstep demo` (being written).
+//! `lockstep lab …` and `lockstep demo`: build a test network in namespaces from a
+//! scenario file, run it in each mode, collect results and a report.
+//!
+//! - [`scenario`]: the scenario file and its checks (errors name file, line, field).
+//! - [`plan`]: addresses, routes, schedules and node configurations (pure).
+//! - [`topo`]: the namespaces, veths, shaping, addresses, routes; always removed.
+//! - [`run`]: starting the nodes on one frame, the load, progress, collecting.
+//! - [`results`]: from the nodes' files to per-flow figures and the report.
+//! - [`tables`]: the terminal tables (FIFO vs TDP, TF sweep).
 
-use anyhow::Result;
+pub mod plan;
+pub mod results;
+pub mod run;
+pub mod scenario;
+pub mod tables;
+pub mod topo;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use lockstep_core::Duration;
+
+use crate::cli::parse_duration_positive;
+use crate::UsageError;
+use scenario::{RunMode, Scenario};
+
+/// The mesh4 scenario, built in: `lockstep demo` runs it from any directory.
+pub const MESH4: &str = include_str!("../../../../scenarios/mesh4.toml");
 
 #[derive(Subcommand, Debug)]
 pub enum LabCmd {
-    /// Remove what a crashed run left behind.
+    /// Build a scenario's network in namespaces, run each mode/TF, collect results and
+    /// write report.html (needs root).
+    Run(RunArgs),
+    /// Check a scenario and show its plan (addresses, routes, schedules) without
+    /// building anything; --output writes the node files.
+    Plan(PlanArgs),
+    /// Remove what a crashed run left behind: namespaces ls-* and their processes.
     Clean,
 }
 
-#[derive(Args, Debug)]
-pub struct DemoArgs {}
-
-pub fn run(_cmd: LabCmd) -> Result<()> {
-    anyhow::bail!("lockstep lab: not built yet")
+/// Overrides shared by `run` and `plan`.
+#[derive(Args, Debug, Clone)]
+pub struct OverrideArgs {
+    /// Run at this time-frame length instead of the scenario's TF(s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    pub tf: Option<Duration>,
+    /// Run these modes instead of the scenario's (comma-separated: fifo,tdp,kernel).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_mode)]
+    pub modes: Option<Vec<RunMode>>,
 }
 
-pub fn demo(_args: DemoArgs) -> Result<()> {
-    anyhow::bail!("lockstep demo: not built yet")
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The scenario file (see scenarios/).
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: PathBuf,
+    /// Traffic duration of each run (default: the scenario's).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    pub duration: Option<Duration>,
+    /// Result directory (default: lab-results/<scenario>-<time>).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Print the SPEC §7 document on stdout (tables go to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Leave the namespaces in place after each run (remove with `lockstep lab clean`).
+    #[arg(long)]
+    pub keep: bool,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: PathBuf,
+    /// Write each run's node files into DIR/<run>/config/.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Traffic duration of each of the two runs (default 10s).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    pub duration: Option<Duration>,
+    /// Result directory (default: lab-results/mesh4-<time>).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn parse_mode(s: &str) -> Result<RunMode, String> {
+    RunMode::parse(s.trim()).ok_or_else(|| format!("expected fifo, tdp or kernel, got \"{s}\""))
+}
+
+/// Reads and checks a scenario file, with the command line's overrides.
+pub fn load(path: &std::path::Path, o: &OverrideArgs) -> Result<Scenario> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
+    let s = Scenario::parse(&path.display().to_string(), &text)
+        .map_err(|e| UsageError(e.to_string()))?;
+    s.with_overrides(o.tf, o.modes.clone())
+        .map_err(|e| UsageError(e.to_string()).into())
+}
+
+pub fn run(cmd: LabCmd) -> Result<()> {
+    match cmd {
+        LabCmd::Run(a) => {
+            let s = load(&a.scenario, &a.overrides)?;
+            let opts = run::RunOptions {
+                duration: a.duration,
+                output: a.output,
+                json: a.json,
+                keep: a.keep,
+                quiet: a.quiet,
+            };
+            run::run_scenario(&s, &opts).map(drop)
+        }
+        LabCmd::Plan(a) => {
+            let s = load(&a.scenario, &a.overrides)?;
+            print!("{}", describe(&s, a.output.as_deref())?);
+            Ok(())
+        }
+        LabCmd::Clean => {
+            run::require_root("lockstep lab clean")?;
+            let removed = topo::clean()?;
+            if removed.is_empty() {
+                eprintln!("nothing to clean: no ls-* network namespace");
+            } else {
+                eprintln!(
+                    "removed {} namespace(s): {}",
+                    removed.len(),
+                    removed.join(" ")
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `lab plan`: the plan of every run, as text.
+fn describe(s: &Scenario, out: Option<&std::path::Path>) -> Result<String> {
+    let mut t = format!("scenario {} ({}): OK\n", s.name, s.source.file);
+    for run in s.runs() {
+        let p = plan::plan(s, &run).map_err(|e| UsageError(e.to_string()))?;
+        t.push_str(&format!("\n{} (TF {}, k {}):\n", run.label, run.tf, p.k));
+        for n in &p.nodes {
+            let ifs: Vec<String> = n
+                .ifaces
+                .iter()
+                .map(|i| format!("{} {}/{} {}", i.ifname, i.addr, i.prefix_len, i.mac))
+                .collect();
+            let proc = if n.config.is_some() {
+                ""
+            } else {
+                " (no lockstep process)"
+            };
+            t.push_str(&format!(
+                "  {:<12} {:<8} {}{proc}\n",
+                n.name,
+                scenario::role_name(n.role),
+                ifs.join(", ")
+            ));
+        }
+        for f in &p.flows {
+            let starts = compress(&f.starts);
+            t.push_str(&format!(
+                "  flow {} ({}): {} → {}, {} × {}B in frames {starts} of every {} (+{:?} per link)\n",
+                f.id,
+                f.name,
+                f.src,
+                f.dst,
+                f.packets,
+                f.size,
+                p.k,
+                f.offsets
+            ));
+        }
+        if let Some(dir) = out {
+            let d = dir.join(&run.dir).join("config");
+            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            for n in &p.nodes {
+                if let Some(c) = &n.config {
+                    let text = plan::node_file_toml(c).map_err(|e| anyhow::anyhow!("{e}"))?;
+                    crate::report::write_atomic(
+                        &d.join(format!("{}.toml", n.name)),
+                        text.as_bytes(),
+                    )?;
+                }
+            }
+            t.push_str(&format!("  node files: {}\n", d.display()));
+        }
+    }
+    Ok(t)
+}
+
+/// `[0, 1, 2, 5, 7, 8]` → `0-2,5,7-8`.
+pub fn compress(v: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}-{}", v[i], v[j])
+        } else {
+            v[i].to_string()
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+pub fn demo(args: DemoArgs) -> Result<()> {
+    let s =
+        Scenario::parse("scenarios/mesh4.toml", MESH4).map_err(|e| UsageError(e.to_string()))?;
+    let opts = run::RunOptions {
+        duration: args.duration,
+        output: args.output,
+        json: false,
+        keep: false,
+        quiet: args.quiet,
+    };
+    let out = run::run_scenario(&s, &opts)?;
+    eprintln!(
+        "\nResults in {}; open the report: {}",
+        out.dir.display(),
+        out.report_html.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_lists_are_compressed() {
+        assert_eq!(compress(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(compress(&[3]), "3");
+        assert_eq!(compress(&[]), "");
+    }
 }

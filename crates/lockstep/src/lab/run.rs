@@ -1,0 +1,909 @@
+//! Running a scenario: for each of its runs (mode × TF), build the network, start
+//! every node on one common frame, run the best-effort load, wait, stop, collect,
+//! tear down — also on failure and on Ctrl-C — then write the result files and print
+//! the tables.
+//!
+//! Output directory:
+//!
+//! ```text
+//! DIR/summary.json        SPEC §7 document; results.report is the LabReport
+//! DIR/report.html         self-contained report (plots)
+//! DIR/scenario.toml       the scenario as run
+//! DIR/host.json           host facts
+//! DIR/<run>/config/*.toml each node's `lockstep node` file
+//! DIR/<run>/<node>.json   each node's counters and results
+//! DIR/<run>/*-packets.csv per-packet records (receivers); *-tx.csv TX timestamps
+//! DIR/<run>/logs/         each process's stdout/stderr (nodes, load)
+//! ```
+
+use std::fs::{self, File};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use lockstep_core::tdp::Role;
+use lockstep_core::{ClockId, Duration};
+use lockstep_linux::{cmd, netns, signal};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::plan::{plan, LoadPlan, Plan};
+use super::results::{collect, FlowLine};
+use super::scenario::{fmt_bit_rate, LoadProto, LoadTool, RunSpec, Scenario};
+use super::tables;
+use super::topo::{new_run_id, ns_name, signal_pid, Topology};
+use crate::report::html::{render, LabReport, RunReport};
+use crate::report::{write_atomic, ResultDoc};
+use crate::{EnvError, UsageError};
+
+/// How `lab run` (and `demo`) was asked to run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub duration: Option<Duration>,
+    pub output: Option<PathBuf>,
+    pub json: bool,
+    pub keep: bool,
+    pub quiet: bool,
+}
+
+/// Capabilities in `/proc/self/status` `CapEff` that a lab needs: CAP_NET_ADMIN (12),
+/// CAP_NET_RAW (13), CAP_SYS_ADMIN (21).
+const NEEDED_CAPS: [(u32, &str); 3] = [
+    (12, "CAP_NET_ADMIN"),
+    (13, "CAP_NET_RAW"),
+    (21, "CAP_SYS_ADMIN"),
+];
+
+/// The capabilities from `needed` missing in a `/proc/<pid>/status` text.
+pub fn missing_caps(status: &str) -> Vec<&'static str> {
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    NEEDED_CAPS
+        .iter()
+        .filter(|(bit, _)| eff & (1u64 << bit) == 0)
+        .map(|(_, n)| *n)
+        .collect()
+}
+
+/// Refuses (exit 3) without the privileges to build namespaces and raw sockets.
+pub fn require_root(what: &str) -> Result<()> {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let missing = missing_caps(&status);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(EnvError(format!(
+        "{what} needs root: it creates network namespaces, veth links and raw sockets (missing {}). Run it with sudo.",
+        missing.join(", ")
+    ))
+    .into())
+}
+
+fn std_dur(d: Duration) -> StdDuration {
+    StdDuration::from_nanos(d.as_nanos().max(0) as u64)
+}
+
+/// Progress on stderr: one line per step, a line rewritten in place on a terminal.
+struct Progress {
+    quiet: bool,
+    tty: bool,
+    prefix: String,
+}
+
+impl Progress {
+    fn line(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("{}{text}", self.prefix);
+        }
+    }
+
+    fn status(&self, text: &str, last: bool) {
+        if self.quiet {
+            return;
+        }
+        if self.tty {
+            eprint!("\r\x1b[2K{}{text}", self.prefix);
+            if last {
+                eprintln!();
+            }
+        } else if last {
+            eprintln!("{}{text}", self.prefix);
+        }
+    }
+}
+
+/// A process the lab started.
+struct Proc {
+    name: String,
+    /// Routers and receivers outlive the senders by the drain time.
+    kind: ProcKind,
+    child: Child,
+    stderr: PathBuf,
+    status: Option<std::process::ExitStatus>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProcKind {
+    Node,
+    LoadServer,
+    LoadClient,
+}
+
+/// Every process of a run; whatever still runs when this is dropped is stopped.
+#[derive(Default)]
+struct Procs(Vec<Proc>);
+
+impl Procs {
+    #[allow(clippy::too_many_arguments)]
+    fn spawn(
+        &mut self,
+        ns: &str,
+        program: &Path,
+        args: &[String],
+        logs: &Path,
+        name: &str,
+        kind: ProcKind,
+    ) -> Result<()> {
+        let out = logs.join(format!("{name}.out"));
+        let err = logs.join(format!("{name}.err"));
+        let mut c = netns::command(ns, program)?;
+        c.args(args)
+            .stdin(Stdio::null())
+            .stdout(File::create(&out).with_context(|| format!("creating {}", out.display()))?)
+            .stderr(File::create(&err).with_context(|| format!("creating {}", err.display()))?);
+        let child = c
+            .spawn()
+            .with_context(|| format!("starting {} in {ns}", program.display()))?;
+        self.0.push(Proc {
+            name: name.to_string(),
+            kind,
+            child,
+            stderr: err,
+            status: None,
+        });
+        Ok(())
+    }
+
+    /// Notes exits; returns the first node that failed (non-zero status).
+    fn poll(&mut self) -> Option<String> {
+        let mut failed = None;
+        for p in &mut self.0 {
+            if p.status.is_none() {
+                if let Ok(Some(s)) = p.child.try_wait() {
+                    p.status = Some(s);
+                    if !s.success() && p.kind == ProcKind::Node && failed.is_none() {
+                        failed = Some(format!("{} exited with {s}: {}", p.name, tail(&p.stderr)));
+                    }
+                }
+            }
+        }
+        failed
+    }
+
+    fn running(&self, kind: ProcKind) -> usize {
+        self.0
+            .iter()
+            .filter(|p| p.kind == kind && p.status.is_none())
+            .count()
+    }
+
+    fn exited_early(&self, kind: ProcKind) -> Option<&Proc> {
+        self.0.iter().find(|p| p.kind == kind && p.status.is_some())
+    }
+
+    /// SIGTERM to every running process of `kind`, then SIGKILL after `grace`.
+    fn stop(&mut self, kind: Option<ProcKind>, grace: StdDuration) {
+        for p in &mut self.0 {
+            if p.status.is_none() && kind.is_none_or(|k| k == p.kind) {
+                let _ = signal_pid(p.child.id(), "TERM");
+            }
+        }
+        let deadline = StdInstant::now() + grace;
+        while StdInstant::now() < deadline {
+            self.poll();
+            if self
+                .0
+                .iter()
+                .all(|p| p.status.is_some() || kind.is_some_and(|k| k != p.kind))
+            {
+                return;
+            }
+            std::thread::sleep(StdDuration::from_millis(20));
+        }
+        for p in &mut self.0 {
+            if p.status.is_none() && kind.is_none_or(|k| k == p.kind) {
+                let _ = p.child.kill();
+                p.status = p.child.wait().ok();
+            }
+        }
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        if self.0.iter().any(|p| p.status.is_none()) {
+            self.stop(None, StdDuration::from_secs(2));
+        }
+    }
+}
+
+/// The last lines of a log file, for error messages.
+fn tail(path: &Path) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let start = lines.len().saturating_sub(3);
+    let t = lines[start..].join(" | ");
+    if t.is_empty() {
+        format!("(nothing on stderr; see {})", path.display())
+    } else {
+        t
+    }
+}
+
+/// What a load did.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadResult {
+    pub load: String,
+    pub sent_packets: Option<u64>,
+    pub received_packets: Option<u64>,
+    pub seconds: Option<f64>,
+    pub received_pps: Option<f64>,
+    pub received_bps: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// One run's outcome.
+pub struct RunOutcome {
+    pub run: RunSpec,
+    pub report: RunReport,
+    pub lines: Vec<FlowLine>,
+    pub loads: Vec<LoadResult>,
+    pub warnings: Vec<String>,
+}
+
+fn load_desc(s: &Scenario, l: &LoadPlan) -> String {
+    let tool = match (l.tool, l.proto) {
+        (LoadTool::Lockstep, _) => "lockstep",
+        (LoadTool::Iperf3, LoadProto::Udp) => "iperf3 udp",
+        (LoadTool::Iperf3, LoadProto::Tcp) => "iperf3 tcp",
+    };
+    let rate = l.rate_bps.map(fmt_bit_rate).unwrap_or_else(|| "max".into());
+    let size = l.size.map(|b| format!(" {b}B")).unwrap_or_default();
+    format!(
+        "load[{}] {tool} {rate}{size} {}→{}",
+        l.index, s.nodes[l.from].name, s.nodes[l.to].name
+    )
+}
+
+/// Payload bytes of the lockstep generator when the scenario does not say.
+const DEFAULT_LOAD_SIZE: u32 = 1000;
+
+fn load_server_args(l: &LoadPlan, secs: u64, exe: &Path) -> (PathBuf, Vec<String>) {
+    match l.tool {
+        LoadTool::Iperf3 => (
+            PathBuf::from("iperf3"),
+            vec![
+                "-s".into(),
+                "-1".into(),
+                "-J".into(),
+                "-B".into(),
+                l.dst.ip().to_string(),
+                "-p".into(),
+                l.dst.port().to_string(),
+            ],
+        ),
+        LoadTool::Lockstep => (
+            exe.to_path_buf(),
+            vec![
+                "probe".into(),
+                "sink".into(),
+                "--bind".into(),
+                l.dst.to_string(),
+                "--duration".into(),
+                format!("{secs}s"),
+                "--json".into(),
+                "-q".into(),
+            ],
+        ),
+    }
+}
+
+fn load_client_args(l: &LoadPlan, d: Duration, exe: &Path) -> (PathBuf, Vec<String>) {
+    match l.tool {
+        LoadTool::Iperf3 => {
+            let secs = (d.as_nanos().max(1) as u64).div_ceil(1_000_000_000);
+            let mut a = vec![
+                "-c".into(),
+                l.dst.ip().to_string(),
+                "-p".into(),
+                l.dst.port().to_string(),
+                "-t".into(),
+                secs.to_string(),
+                "-J".into(),
+            ];
+            if l.proto == LoadProto::Udp {
+                a.push("-u".into());
+                a.push("-b".into());
+                a.push(l.rate_bps.unwrap_or(0).to_string());
+            } else if let Some(r) = l.rate_bps {
+                a.push("-b".into());
+                a.push(r.to_string());
+            }
+            if let Some(s) = l.size {
+                a.push("-l".into());
+                a.push(s.to_string());
+            }
+            (PathBuf::from("iperf3"), a)
+        }
+        LoadTool::Lockstep => {
+            let size = l.size.unwrap_or(DEFAULT_LOAD_SIZE);
+            let pps = (l.rate_bps.unwrap_or(1) as f64 / (f64::from(size) * 8.0)).max(1.0);
+            (
+                exe.to_path_buf(),
+                vec![
+                    "probe".into(),
+                    "stream".into(),
+                    "--to".into(),
+                    l.dst.to_string(),
+                    "--rate".into(),
+                    format!("{}pps", pps.round() as u64),
+                    "--size".into(),
+                    format!("{size}B"),
+                    "--flow".into(),
+                    (1000 + l.index).to_string(),
+                    "--duration".into(),
+                    format!("{}", d),
+                    "--json".into(),
+                    "-q".into(),
+                ],
+            )
+        }
+    }
+}
+
+/// Reads what a load's processes printed.
+fn load_result(desc: String, l: &LoadPlan, logs: &Path) -> LoadResult {
+    let read = |name: &str| -> Option<Value> {
+        let text = fs::read_to_string(logs.join(name)).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    let mut r = LoadResult {
+        load: desc,
+        sent_packets: None,
+        received_packets: None,
+        seconds: None,
+        received_pps: None,
+        received_bps: None,
+        error: None,
+    };
+    match l.tool {
+        LoadTool::Iperf3 => {
+            let Some(v) = read(&format!("load{}-client.out", l.index)) else {
+                r.error = Some("no iperf3 client output".into());
+                return r;
+            };
+            if let Some(e) = v.get("error").and_then(Value::as_str) {
+                r.error = Some(e.to_string());
+            }
+            let end = v.get("end").cloned().unwrap_or(Value::Null);
+            if l.proto == LoadProto::Udp {
+                let sum = end.get("sum").cloned().unwrap_or(Value::Null);
+                let packets = sum.get("packets").and_then(Value::as_u64);
+                let lost = sum.get("lost_packets").and_then(Value::as_u64);
+                let secs = sum.get("seconds").and_then(Value::as_f64);
+                r.sent_packets = packets;
+                r.received_packets = packets.zip(lost).map(|(p, l)| p.saturating_sub(l));
+                r.seconds = secs;
+                r.received_pps = r
+                    .received_packets
+                    .zip(secs)
+                    .filter(|(_, s)| *s > 0.0)
+                    .map(|(p, s)| p as f64 / s);
+                r.received_bps = sum.get("bits_per_second").and_then(Value::as_f64);
+            } else {
+                let sum = end.get("sum_received").cloned().unwrap_or(Value::Null);
+                r.seconds = sum.get("seconds").and_then(Value::as_f64);
+                r.received_bps = sum.get("bits_per_second").and_then(Value::as_f64);
+            }
+        }
+        LoadTool::Lockstep => {
+            let client = read(&format!("load{}-client.out", l.index));
+            let server = read(&format!("load{}-server.out", l.index));
+            let res = |v: &Option<Value>, k: &str| {
+                v.as_ref()
+                    .and_then(|v| v.get("results"))
+                    .and_then(|r| r.get(k))
+                    .cloned()
+            };
+            r.sent_packets = res(&client, "sent").and_then(|v| v.as_u64());
+            r.received_packets = res(&server, "probes").and_then(|v| v.as_u64());
+            r.received_pps = res(&server, "receive_rate_pps").and_then(|v| v.as_f64());
+            r.received_bps = r
+                .received_pps
+                .map(|p| p * f64::from(l.size.unwrap_or(DEFAULT_LOAD_SIZE)) * 8.0);
+            if server.is_none() {
+                r.error = Some("no sink output".into());
+            }
+        }
+    }
+    r
+}
+
+/// Runs one mode/TF of a scenario in `dir`.
+fn run_one(
+    s: &Scenario,
+    p: &Plan,
+    dir: &Path,
+    opts: &RunOptions,
+    progress: &Progress,
+) -> Result<RunOutcome> {
+    let exe = std::env::current_exe().context("finding the lockstep binary")?;
+    let config_dir = dir.join("config");
+    let logs = dir.join("logs");
+    let ready = dir.join("ready");
+    for d in [dir, &config_dir, &logs, &ready] {
+        fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    for n in &p.nodes {
+        if let Some(c) = &n.config {
+            let text = super::plan::node_file_toml(c)
+                .map_err(|e| anyhow!("writing the node file of {}: {e}", n.name))?;
+            write_atomic(
+                &config_dir.join(format!("{}.toml", n.name)),
+                text.as_bytes(),
+            )?;
+        }
+    }
+    let duration = opts.duration.unwrap_or(s.duration);
+    let tf = p.run.tf;
+    let cycle = Duration(tf.as_nanos().saturating_mul(i64::from(p.k)));
+    let drain = Duration::from_millis(500) + Duration(cycle.as_nanos().saturating_mul(2));
+
+    let started = StdInstant::now();
+    let run_id = new_run_id();
+    let mut topo = Topology::build(p, &run_id)?;
+    progress.line(&format!(
+        "built {} namespaces (ls-{run_id}-*) in {:.1}s",
+        topo.namespaces().len(),
+        started.elapsed().as_secs_f64()
+    ));
+    if opts.keep {
+        topo.keep();
+    }
+    let mut warnings: Vec<String> = topo.notes.clone();
+
+    // One start instant for every node: a cycle boundary a little ahead.
+    let nodes_with_process = p.nodes.iter().filter(|n| n.config.is_some()).count();
+    let lead = Duration::from_millis(2000 + 150 * nodes_with_process as i64);
+    let now = lockstep_linux::now(ClockId::Tai).ns;
+    let c = cycle.as_nanos().max(1);
+    let start_ns = (now.saturating_add(lead.as_nanos()))
+        .div_euclid(c)
+        .saturating_add(1)
+        .saturating_mul(c);
+
+    let mut procs = Procs::default();
+    // receivers, routers, senders
+    let order = |r: Role| match r {
+        Role::Receiver => 0,
+        Role::Edge | Role::Core => 1,
+        Role::Sender => 2,
+    };
+    let mut nodes: Vec<_> = p.nodes.iter().filter(|n| n.config.is_some()).collect();
+    nodes.sort_by_key(|n| order(n.role));
+    for n in &nodes {
+        let d = if n.role == Role::Sender {
+            duration
+        } else {
+            duration + drain
+        };
+        let args = vec![
+            "node".to_string(),
+            "--config".into(),
+            config_dir
+                .join(format!("{}.toml", n.name))
+                .display()
+                .to_string(),
+            "--output".into(),
+            dir.display().to_string(),
+            "--ready-file".into(),
+            ready.join(&n.name).display().to_string(),
+            "--start-at-ns".into(),
+            start_ns.to_string(),
+            "--duration".into(),
+            d.to_string(),
+            "-q".into(),
+        ];
+        procs.spawn(
+            &ns_name(&run_id, &n.name),
+            &exe,
+            &args,
+            &logs,
+            &n.name,
+            ProcKind::Node,
+        )?;
+    }
+    // load servers (sinks) now, clients at the start
+    let load_secs = std_dur(duration + drain).as_secs() + 2;
+    for l in &p.loads {
+        let (prog, args) = load_server_args(l, load_secs, &exe);
+        let ns = ns_name(&run_id, &s.nodes[l.to].name);
+        procs.spawn(
+            &ns,
+            &prog,
+            &args,
+            &logs,
+            &format!("load{}-server", l.index),
+            ProcKind::LoadServer,
+        )?;
+    }
+
+    // wait until every node is ready
+    let ready_by = start_ns - Duration::from_millis(50).as_nanos();
+    loop {
+        if signal::stop_requested() {
+            bail!("interrupted");
+        }
+        if let Some(f) = procs.poll() {
+            bail!("a node failed to start: {f}");
+        }
+        if let Some(p) = procs.exited_early(ProcKind::Node) {
+            bail!("{} stopped before the start: {}", p.name, tail(&p.stderr));
+        }
+        let missing: Vec<&str> = nodes
+            .iter()
+            .filter(|n| !ready.join(&n.name).exists())
+            .map(|n| n.name.as_str())
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        if lockstep_linux::now(ClockId::Tai).ns > ready_by {
+            bail!(
+                "not ready {:.1}s after launch: {} (see {})",
+                lead.as_secs_f64(),
+                missing.join(", "),
+                logs.display()
+            );
+        }
+        std::thread::sleep(StdDuration::from_millis(10));
+    }
+    progress.line(&format!(
+        "{} nodes ready; running {duration} from the start of frame {}",
+        nodes.len(),
+        start_ns / tf.as_nanos().max(1)
+    ));
+    // the start
+    loop {
+        let now = lockstep_linux::now(ClockId::Tai).ns;
+        if now >= start_ns {
+            break;
+        }
+        if signal::stop_requested() {
+            bail!("interrupted");
+        }
+        std::thread::sleep(StdDuration::from_nanos(
+            ((start_ns - now) as u64).min(10_000_000),
+        ));
+    }
+    for l in &p.loads {
+        let (prog, args) = load_client_args(l, duration, &exe);
+        let ns = ns_name(&run_id, &s.nodes[l.from].name);
+        procs.spawn(
+            &ns,
+            &prog,
+            &args,
+            &logs,
+            &format!("load{}-client", l.index),
+            ProcKind::LoadClient,
+        )?;
+    }
+    let t_start = StdInstant::now();
+    let total = std_dur(duration + drain);
+    let give_up = total + StdDuration::from_secs(15);
+    let mut last_print = StdInstant::now();
+    loop {
+        if signal::stop_requested() {
+            procs.stop(None, StdDuration::from_secs(3));
+            bail!("interrupted");
+        }
+        if let Some(f) = procs.poll() {
+            warnings.push(f.clone());
+            progress.status("", true);
+            progress.line(&format!("warning: {f}"));
+        }
+        if procs.running(ProcKind::Node) == 0 {
+            break;
+        }
+        let el = t_start.elapsed();
+        if el > give_up {
+            warnings.push(format!(
+                "{} node(s) still running {:.0}s after the end: stopped",
+                procs.running(ProcKind::Node),
+                el.as_secs_f64() - total.as_secs_f64()
+            ));
+            procs.stop(Some(ProcKind::Node), StdDuration::from_secs(3));
+            break;
+        }
+        if last_print.elapsed() >= StdDuration::from_millis(500) {
+            last_print = StdInstant::now();
+            progress.status(
+                &format!(
+                    "{:.1}s / {}  ({} nodes running)",
+                    el.as_secs_f64().min(std_dur(duration).as_secs_f64()),
+                    duration,
+                    procs.running(ProcKind::Node)
+                ),
+                false,
+            );
+        }
+        std::thread::sleep(StdDuration::from_millis(20));
+    }
+    progress.status(&format!("{duration} done"), true);
+    // the load: clients are done by now; servers get a moment to report
+    let wait_until = StdInstant::now() + StdDuration::from_secs(5);
+    while procs.running(ProcKind::LoadClient) + procs.running(ProcKind::LoadServer) > 0
+        && StdInstant::now() < wait_until
+    {
+        procs.poll();
+        std::thread::sleep(StdDuration::from_millis(20));
+    }
+    procs.stop(None, StdDuration::from_secs(3));
+    drop(procs);
+    if opts.keep {
+        progress.line(&format!(
+            "kept namespaces {}: remove them with `lockstep lab clean`",
+            topo.namespaces().join(" ")
+        ));
+    }
+    topo.teardown()?;
+
+    let got = collect(p, dir);
+    warnings.extend(got.warnings.iter().cloned());
+    let loads = p
+        .loads
+        .iter()
+        .map(|l| load_result(load_desc(s, l), l, &logs))
+        .collect();
+    Ok(RunOutcome {
+        run: p.run.clone(),
+        report: got.report,
+        lines: got.lines,
+        loads,
+        warnings,
+    })
+}
+
+fn default_output(s: &Scenario) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    PathBuf::from("lab-results").join(format!("{}-{secs}", s.name))
+}
+
+/// Tools a scenario needs besides `ip` and `tc`.
+fn check_tools(s: &Scenario) -> Result<()> {
+    for p in ["ip", "tc"] {
+        if cmd::find_program(p).is_none() {
+            return Err(EnvError(format!("the lab needs `{p}`: apt-get install iproute2")).into());
+        }
+    }
+    if let Some(l) = s.loads.iter().find(|l| l.tool == LoadTool::Iperf3) {
+        if cmd::find_program("iperf3").is_none() {
+            let (line, _) = s.source.line_col(l.loc.span.start);
+            return Err(EnvError(format!(
+                "{}:{line}: {} uses iperf3, which is not installed: apt-get install iperf3",
+                s.source.file, l.loc.field
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn load_table(outcomes: &[RunOutcome]) -> Option<String> {
+    let mut out = String::new();
+    for o in outcomes {
+        for l in &o.loads {
+            let pps = l
+                .received_pps
+                .map(|p| format!("{p:.0} pps"))
+                .unwrap_or_else(|| "-".into());
+            let bps = l
+                .received_bps
+                .map(|b| format!("{:.1} Mbit/s", b / 1e6))
+                .unwrap_or_else(|| "-".into());
+            let counts = match (l.sent_packets, l.received_packets) {
+                (Some(s), Some(r)) => format!(", {r} of {s} packets"),
+                (None, Some(r)) => format!(", {r} packets"),
+                _ => String::new(),
+            };
+            let err = l
+                .error
+                .as_ref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{:<8} {}: delivered {pps}, {bps}{counts}{err}\n",
+                o.run.label, l.load
+            ));
+        }
+    }
+    (!out.is_empty()).then(|| format!("Best-effort load:\n{out}"))
+}
+
+/// What [`run_scenario`] wrote.
+pub struct LabOutcome {
+    pub dir: PathBuf,
+    pub report_html: PathBuf,
+}
+
+/// Runs every run of a scenario (see the module docs).
+pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
+    require_root("lockstep lab run")?;
+    check_tools(s)?;
+    let dir = opts.output.clone().unwrap_or_else(|| default_output(s));
+    fs::create_dir_all(&dir)
+        .with_context(|| format!("--output: cannot create {}", dir.display()))?;
+    let mut doc = ResultDoc::new(
+        "lab.run",
+        json!({
+            "scenario": s.name,
+            "file": s.source.file,
+            "duration": opts.duration.unwrap_or(s.duration).to_string(),
+            "tf": s.tfs.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+            "k": s.k,
+            "modes": s.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        }),
+    );
+    write_atomic(&dir.join("scenario.toml"), s.source.text.as_bytes())?;
+    write_atomic(
+        &dir.join("host.json"),
+        serde_json::to_string_pretty(&doc.host)?.as_bytes(),
+    )?;
+
+    let runs = s.runs();
+    let mut outcomes = Vec::new();
+    let tty = std::io::stderr().is_terminal();
+    for (i, run) in runs.iter().enumerate() {
+        let progress = Progress {
+            quiet: opts.quiet,
+            tty,
+            prefix: format!("lab {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label),
+        };
+        let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
+        progress.line(&format!(
+            "{} nodes, {} links, {} flows, TF {} k {}",
+            p.nodes.len(),
+            s.links.len(),
+            p.flows.len(),
+            run.tf,
+            p.k
+        ));
+        let o = run_one(s, &p, &dir.join(&run.dir), opts, &progress)
+            .with_context(|| format!("run {} of {}", run.label, s.name))?;
+        for w in &o.warnings {
+            progress.line(&format!("note: {w}"));
+        }
+        outcomes.push(o);
+    }
+
+    // the report
+    let mut notes: Vec<String> = Vec::new();
+    if !s.description.is_empty() {
+        notes.push(s.description.clone());
+    }
+    for o in &outcomes {
+        notes.extend(o.warnings.iter().map(|w| format!("{}: {w}", o.run.label)));
+        for l in &o.loads {
+            notes.push(format!(
+                "{}: {}: delivered {}",
+                o.run.label,
+                l.load,
+                l.received_pps
+                    .map(|p| format!("{p:.0} pps"))
+                    .unwrap_or_else(|| "-".into())
+            ));
+        }
+    }
+    let report = LabReport {
+        title: format!("lockstep lab: {}", s.name),
+        scenario: s.name.clone(),
+        generated_at: doc.started_at.clone(),
+        command: doc.command.clone(),
+        host: serde_json::to_value(&doc.host).unwrap_or(Value::Null),
+        runs: outcomes.iter().map(|o| o.report.clone()).collect(),
+        notes,
+    };
+    let html = render(&report);
+    let report_html = dir.join("report.html");
+    write_atomic(&report_html, html.as_bytes())?;
+    doc.insert("report", &report);
+    doc.insert(
+        "runs",
+        outcomes
+            .iter()
+            .map(|o| {
+                json!({
+                    "label": o.run.label,
+                    "mode": o.run.mode.name(),
+                    "tf_ns": o.run.tf.as_nanos(),
+                    "dir": o.run.dir,
+                    "flows": o.lines,
+                    "loads": o.loads,
+                    "warnings": o.warnings,
+                })
+            })
+            .collect::<Vec<_>>(),
+    );
+    for o in &outcomes {
+        for w in &o.warnings {
+            doc.warn(format!("{}: {w}", o.run.label));
+        }
+    }
+    let text = serde_json::to_string_pretty(&doc)?;
+    write_atomic(&dir.join("summary.json"), text.as_bytes())?;
+
+    // the tables
+    let mut human = String::new();
+    for o in &outcomes {
+        human.push_str(&tables::run_table(&o.run, &o.lines));
+        human.push('\n');
+    }
+    let pairs: Vec<(RunSpec, Vec<FlowLine>)> = outcomes
+        .iter()
+        .map(|o| (o.run.clone(), o.lines.clone()))
+        .collect();
+    if let Some(t) = tables::comparison_table(&pairs) {
+        human.push_str(&t);
+        human.push('\n');
+    }
+    if let Some(t) = tables::sweep_table(&pairs) {
+        human.push_str(&t);
+        human.push('\n');
+    }
+    if let Some(t) = load_table(&outcomes) {
+        human.push_str(&t);
+        human.push('\n');
+    }
+    human.push_str(&format!(
+        "results: {}\nreport:  {}\n",
+        dir.display(),
+        report_html.display()
+    ));
+    if opts.json {
+        eprint!("{human}");
+        println!("{text}");
+    } else {
+        print!("{human}");
+    }
+    Ok(LabOutcome { dir, report_html })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_read_from_proc_status() {
+        let root = "Name:\tx\nCapEff:\t000001ffffffffff\n";
+        assert!(missing_caps(root).is_empty());
+        let user = "CapEff:\t0000000000000000\n";
+        assert_eq!(
+            missing_caps(user),
+            ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_SYS_ADMIN"]
+        );
+        let raw_only = "CapEff:\t0000000000002000\n";
+        assert_eq!(missing_caps(raw_only), ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"]);
+        assert_eq!(
+            missing_caps(""),
+            ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_SYS_ADMIN"]
+        );
+    }
+}

@@ -1,0 +1,355 @@
+use super::*;
+
+pub(crate) const LINE: &str = include_str!("../../../../scenarios/line.toml");
+pub(crate) const MESH4: &str = include_str!("../../../../scenarios/mesh4.toml");
+pub(crate) const GATEWAY: &str = include_str!("../../../../scenarios/gateway.toml");
+
+/// A small valid scenario the error tests edit (line numbers matter: see the tests).
+pub(crate) const BASE: &str = r#"[scenario]
+name = "t"
+tf = "1ms"
+k = 4
+d = 1
+
+[[node]]
+name = "tx"
+role = "sender"
+
+[[node]]
+name = "r1"
+role = "core"
+
+[[node]]
+name = "rx"
+role = "receiver"
+
+[[link]]
+between = ["tx", "r1"]
+rate = "100Mbit/s"
+
+[[link]]
+between = ["r1", "rx"]
+rate = "100Mbit/s"
+
+[[flow]]
+name = "f"
+path = ["tx", "r1", "rx"]
+size = "200B"
+"#;
+
+fn err(text: &str) -> String {
+    Scenario::parse("t.toml", text).unwrap_err().to_string()
+}
+
+/// BASE with `from` replaced by `to` (which must occur exactly once).
+fn edit(from: &str, to: &str) -> String {
+    assert_eq!(BASE.matches(from).count(), 1, "{from:?}");
+    BASE.replacen(from, to, 1)
+}
+
+#[test]
+fn the_shipped_scenarios_parse() {
+    let line = Scenario::parse("line.toml", LINE).unwrap();
+    assert_eq!(line.name, "line");
+    assert_eq!(line.modes, [RunMode::Fifo, RunMode::Tdp]);
+    assert_eq!(line.tfs, [Duration::from_micros(250)]);
+    assert_eq!((line.k, line.d), (8, 2));
+    assert_eq!(line.nodes.len(), 4);
+    assert_eq!(line.flows[0].path, [0, 1, 2, 3]);
+    assert_eq!(line.flows[0].links, [0, 1, 2]);
+    assert_eq!(line.loads[0].tool, LoadTool::Lockstep);
+    assert_eq!(line.loads[0].rate_bps, Some(40_000_000));
+    assert!(line
+        .links
+        .iter()
+        .all(|l| l.shape && l.rate_bps == 100_000_000));
+
+    let mesh = Scenario::parse("mesh4.toml", MESH4).unwrap();
+    assert_eq!((mesh.k, mesh.d, mesh.flows.len()), (60, 3, 5));
+    assert_eq!(mesh.sources, Sources::Asynchronous);
+    assert_eq!(mesh.processing, Duration::from_micros(100));
+    assert!(mesh.flows.iter().all(|f| f.size == 1002 && f.packets == 1));
+    let names: Vec<&str> = mesh.flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["f1234", "f123", "f234", "f341", "f412"]);
+
+    let gw = Scenario::parse("gateway.toml", GATEWAY).unwrap();
+    let tfs: Vec<i64> = gw.tfs.iter().map(|t| t.as_nanos() / 1000).collect();
+    assert_eq!(tfs, [500, 400, 250, 200, 100, 50]);
+    assert_eq!(gw.strategy, WaitStrategy::Hybrid);
+    assert_eq!(gw.flows[0].size, min_flow_size(0));
+    let labels: Vec<String> = gw.runs().iter().map(|r| r.label.clone()).collect();
+    assert_eq!(labels[0], "TF=500us");
+    assert_eq!(gw.runs()[5].dir, "tf-50us");
+}
+
+#[test]
+fn unknown_keys_name_the_table_and_key() {
+    assert_eq!(
+        err(&edit("rate = \"100Mbit/s\"\n\n[[link]]\nbetween = [\"r1\"", "rat = \"100Mbit/s\"\n\n[[link]]\nbetween = [\"r1\"")),
+        "t.toml:21:1: link[0].rat: unknown field `rat`, expected one of `between`, `rate`, `shape`, `d`, `addresses`"
+    );
+    assert_eq!(
+        err(&edit("k = 4", "k = 4\nbogus = 1")),
+        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `padding`"
+    );
+    assert_eq!(
+        err(&edit("[[flow]]", "[[flows]]")),
+        "t.toml:27:3: flows: unknown field `flows`, expected one of `scenario`, `node`, `link`, `flow`, `load`"
+    );
+}
+
+#[test]
+fn missing_fields_and_wrong_types() {
+    assert_eq!(
+        err(&edit("name = \"r1\"\nrole = \"core\"", "name = \"r1\"")),
+        "t.toml:11:1: node[1].role: missing field `role`"
+    );
+    assert_eq!(
+        err(&edit("tf = \"1ms\"", "tf = 5")),
+        "t.toml:3:6: scenario.tf: invalid type: integer `5`, expected a string or a list of strings"
+    );
+    assert_eq!(
+        err(&edit("size = \"200B\"\n", "")),
+        "t.toml:27:1: flow[0].size: missing field `size`"
+    );
+    assert_eq!(
+        err("[scenario]\nname = \"t\"\ntf = \"1ms\"\nk = 4\n"),
+        "t.toml:1:1: node: a scenario needs [[node]] tables"
+    );
+    assert_eq!(
+        err("[scenario\n"),
+        "t.toml:1:10: scenario: unclosed table, expected `]`"
+    );
+}
+
+#[test]
+fn bad_values_name_the_field() {
+    assert_eq!(
+        err(&edit("k = 4", "k = 0")),
+        "t.toml:4:5: scenario.k: k = 0: a time-cycle needs at least one frame"
+    );
+    assert_eq!(
+        err(&edit("k = 4", "k = 1")),
+        "t.toml:4:5: scenario.k: k = 1: a TDP router needs k >= 2 (forwarding delays lie in [1, k))"
+    );
+    assert_eq!(
+        err(&edit("d = 1", "d = 0")),
+        "t.toml:5:5: scenario.d: forwarding delay 0: a packet must be in its output queue by the end of the frame before it leaves (SPEC §2, rule 1), so d is at least 1"
+    );
+    assert_eq!(
+        err(&edit("d = 1", "d = 4")),
+        "t.toml:5:5: scenario.d: forwarding delay 4 is not below k = 4 (frames per cycle)"
+    );
+    assert_eq!(
+        err(&edit("tf = \"1ms\"", "tf = \"1 fortnight\"")),
+        "t.toml:3:6: scenario.tf: unknown unit \"fortnight\" in \"1 fortnight\" (expected ns, us, ms, s or min)"
+    );
+    assert_eq!(
+        err(&edit(
+            "rate = \"100Mbit/s\"\n\n[[link]]\nbetween = [\"r1\"",
+            "rate = \"fast\"\n\n[[link]]\nbetween = [\"r1\""
+        )),
+        "t.toml:21:8: link[0].rate: expected a bit rate like 100Mbit/s or 1Gbit/s, got \"fast\""
+    );
+    assert_eq!(
+        err(&edit("role = \"receiver\"", "role = \"sink\"")),
+        "t.toml:17:8: node[2].role: expected sender, edge, core or receiver, got \"sink\""
+    );
+    assert_eq!(
+        err(&edit("size = \"200B\"", "size = \"100B\"")),
+        "t.toml:30:8: flow[0].size: 100B is too small: a probe with room for the hop records of 1 router(s) needs 124B of IP packet (IP+UDP 28, probe header 64, 32 per router)"
+    );
+    assert_eq!(
+        err(&edit("size = \"200B\"", "size = \"200B\"\nevery = 3")),
+        "t.toml:31:9: flow[0].every: every = 3 does not divide k = 4: reservations repeat every cycle"
+    );
+}
+
+#[test]
+fn unknown_nodes_and_duplicates() {
+    assert_eq!(
+        err(&edit(
+            "between = [\"r1\", \"rx\"]",
+            "between = [\"r1\", \"ry\"]"
+        )),
+        "t.toml:24:18: link[1].between[1]: unknown node \"ry\" (no [[node]] has this name)"
+    );
+    assert_eq!(
+        err(&edit(
+            "path = [\"tx\", \"r1\", \"rx\"]",
+            "path = [\"tx\", \"r9\", \"rx\"]"
+        )),
+        "t.toml:29:15: flow[0].path[1]: unknown node \"r9\" (no [[node]] has this name)"
+    );
+    assert_eq!(
+        err(&edit("name = \"rx\"", "name = \"r1\"")),
+        "t.toml:16:8: node[2].name: node \"r1\" is already defined (line 12)"
+    );
+    assert_eq!(
+        err(&edit(
+            "between = [\"r1\", \"rx\"]",
+            "between = [\"r1\", \"tx\"]"
+        )),
+        "t.toml:24:11: link[1].between: r1 and tx are already linked (link[0], line 20)"
+    );
+}
+
+#[test]
+fn duplicate_and_overlapping_addresses() {
+    let a = edit(
+        "between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"",
+        "between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"\naddresses = [\"10.9.0.1/24\", \"10.9.0.1/24\"]",
+    );
+    assert_eq!(
+        err(&a),
+        "t.toml:26:29: link[1].addresses[1]: duplicate address 10.9.0.1: also r1's end of link[1]"
+    );
+    let b = edit(
+        "between = [\"tx\", \"r1\"]\nrate = \"100Mbit/s\"",
+        "between = [\"tx\", \"r1\"]\nrate = \"100Mbit/s\"\naddresses = [\"10.9.0.1/24\", \"10.9.0.2/24\"]",
+    )
+    .replacen(
+        "between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"",
+        "between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"\naddresses = [\"10.9.0.3/24\", \"10.9.0.4/24\"]",
+        1,
+    );
+    assert_eq!(
+        err(&b),
+        "t.toml:27:13: link[1].addresses: subnet 10.9.0.0/24 overlaps 10.9.0.0/24 of link[0]: routes would be ambiguous"
+    );
+    // explicit subnets are skipped by the automatic ones
+    let c = edit(
+        "between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"",
+        "between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"\naddresses = [\"10.0.1.1/24\", \"10.0.1.9/24\"]",
+    );
+    let s = Scenario::parse("t.toml", &c).unwrap();
+    assert_eq!(
+        s.links[0].addrs,
+        [Ipv4Addr::new(10, 0, 2, 1), Ipv4Addr::new(10, 0, 2, 2)]
+    );
+    assert_eq!(
+        s.links[1].addrs,
+        [Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 9)]
+    );
+}
+
+#[test]
+fn paths_must_be_connected_and_well_formed() {
+    let extra = BASE.replacen(
+        "[[link]]\nbetween = [\"tx\", \"r1\"]",
+        "[[node]]\nname = \"r2\"\nrole = \"core\"\n\n[[link]]\nbetween = [\"r2\", \"r1\"]\nrate = \"1Gbit/s\"\n\n[[link]]\nbetween = [\"tx\", \"r1\"]",
+        1,
+    );
+    let not_connected = extra.replacen(
+        "path = [\"tx\", \"r1\", \"rx\"]",
+        "path = [\"tx\", \"r1\", \"r2\", \"rx\"]",
+        1,
+    );
+    assert_eq!(
+        err(&not_connected),
+        "t.toml:37:27: flow[0].path[3]: the path is not connected: no [[link]] between \"r2\" and \"rx\""
+    );
+    assert_eq!(
+        err(&edit(
+            "path = [\"tx\", \"r1\", \"rx\"]",
+            "path = [\"r1\", \"rx\"]"
+        )),
+        "t.toml:29:9: flow[0].path[0]: a path starts at a sender, but \"r1\" is a core router"
+    );
+    assert_eq!(
+        err(&edit(
+            "path = [\"tx\", \"r1\", \"rx\"]",
+            "path = [\"tx\", \"r1\"]"
+        )),
+        "t.toml:29:15: flow[0].path[1]: a path ends at a receiver, but \"r1\" is a core router"
+    );
+    assert_eq!(
+        err(&edit(
+            "path = [\"tx\", \"r1\", \"rx\"]",
+            "path = [\"tx\", \"r1\", \"r1\", \"rx\"]"
+        )),
+        "t.toml:29:21: flow[0].path[2]: \"r1\" appears twice in the path"
+    );
+    // a sender with two links
+    let two = BASE.replacen(
+        "[[flow]]",
+        "[[link]]\nbetween = [\"tx\", \"rx\"]\nrate = \"1Gbit/s\"\n\n[[flow]]",
+        1,
+    );
+    assert_eq!(
+        err(&two),
+        "t.toml:8:8: node[0].name: sender \"tx\" has 2 links; a sender or receiver has exactly one"
+    );
+}
+
+#[test]
+fn loads_are_checked() {
+    let with_load = |load: &str| format!("{BASE}\n[[load]]\n{load}\n");
+    assert_eq!(
+        err(&with_load("from = \"r1\"\nto = \"rx\"\nrate = \"1Mbit/s\"")),
+        "t.toml:33:8: load[0].from: load runs between hosts (senders, receivers); \"r1\" is a router"
+    );
+    assert_eq!(
+        err(&with_load("from = \"tx\"\nto = \"rx\"\nrate = \"max\"")),
+        "t.toml:35:8: load[0].rate: the lockstep generator needs a rate (rate = \"max\" is for iperf3)"
+    );
+    assert_eq!(
+        err(&with_load("from = \"tx\"\nto = \"rx\"\nproto = \"tcp\"\nrate = \"1Mbit/s\"")),
+        "t.toml:35:9: load[0].proto: the lockstep generator sends UDP; use tool = \"iperf3\" for TCP"
+    );
+    let ok = Scenario::parse(
+        "t.toml",
+        &with_load("from = \"tx\"\nto = \"rx\"\ntool = \"iperf3\"\nrate = \"max\"\nsize = \"64B\""),
+    )
+    .unwrap();
+    assert_eq!(ok.loads[0].rate_bps, None);
+    assert_eq!(ok.loads[0].size, Some(64));
+}
+
+#[test]
+fn bit_rates_are_exact() {
+    assert_eq!(parse_bit_rate("100Mbit/s"), Ok(100_000_000));
+    assert_eq!(parse_bit_rate("1.5Gbit/s"), Ok(1_500_000_000));
+    assert_eq!(parse_bit_rate("64kbps"), Ok(64_000));
+    assert_eq!(
+        parse_bit_rate("0Mbit/s"),
+        Err("a rate must be positive, got \"0Mbit/s\"".into())
+    );
+    assert!(parse_bit_rate("1.0000001bit/s").is_err());
+    assert!(parse_bit_rate("Mbit/s").is_err());
+    assert_eq!(fmt_bit_rate(100_000_000), "100Mbit/s");
+    assert_eq!(fmt_bit_rate(1_500_000), "1500kbit/s");
+    assert_eq!(fmt_bit_rate(999), "999bit/s");
+}
+
+#[test]
+fn command_line_overrides_are_checked_too() {
+    let s = Scenario::parse("t.toml", BASE).unwrap();
+    let o = s
+        .clone()
+        .with_overrides(
+            Some(Duration::from_micros(100)),
+            Some(vec![RunMode::Fifo, RunMode::Tdp]),
+        )
+        .unwrap();
+    assert_eq!(o.tfs, [Duration::from_micros(100)]);
+    let labels: Vec<String> = o
+        .runs()
+        .iter()
+        .map(|r| format!("{} {}", r.label, r.dir))
+        .collect();
+    assert_eq!(labels, ["FIFO fifo", "TDP tdp"]);
+    // at 10 us a 200-byte packet (1904 bits) fits a 100 Mb/s frame of 1000 bits no more
+    assert_eq!(
+        s.with_overrides(Some(Duration::from_micros(10)), None).unwrap_err().to_string(),
+        "t.toml:28:8: flow[0].packets: 1 packet(s) of 200B take 1904 bits on the wire but a frame of 10us at 100Mbit/s carries 1000 (link tx→r1)"
+    );
+}
+
+#[test]
+fn asynchronous_sources_need_an_edge_first() {
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nsources = \"asynchronous\"")),
+        "t.toml:30:15: flow[0].path[1]: with asynchronous sources the first router must be an edge (it holds each packet until its frame), but \"r1\" is core"
+    );
+}
