@@ -80,6 +80,11 @@ pub struct LiveConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub margin: Option<Duration>,
+    /// Keep the hybrid margin where it starts instead of adapting it (on a host with
+    /// more busy nodes than CPUs an adaptive margin can grow to most of a frame of
+    /// spinning).
+    #[serde(default)]
+    pub fixed_margin: bool,
     /// Pin the node's thread to this CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
@@ -121,6 +126,7 @@ impl Default for LiveConfig {
             strategy: default_strategy(),
             clock: ClockId::default(),
             margin: None,
+            fixed_margin: false,
             cpu: None,
             priority: None,
             batch: default_batch(),

@@ -13,7 +13,8 @@
 //!   decomposition ([`decomp`]).
 //!
 //! Every node: `--start-at-ns T` (do nothing before T, so all nodes of a lab start
-//! together), `--duration D` (from the start), stops cleanly on SIGINT/SIGTERM,
+//! together), `--duration D` (from the start; routers and receivers stay on a little
+//! longer, [`linger`], for the packets still in flight), stops cleanly on SIGINT/SIGTERM,
 //! `--ready-file PATH` (touched once its sockets are open, before it waits for the
 //! start), and on exit writes `DIR/<name>.json` with `--output DIR` (the same
 //! document on stdout with `--json`):
@@ -157,11 +158,14 @@ impl Ctx {
     /// The waiter for frame starts.
     pub fn waiter(&self) -> Waiter {
         let live = &self.file.live;
-        let w = Waiter::new(self.clock, live.strategy);
-        match live.margin {
-            Some(m) => w.with_margin(m),
-            None => w,
+        let mut w = Waiter::new(self.clock, live.strategy);
+        if let Some(m) = live.margin {
+            w = w.with_margin(m);
         }
+        if live.fixed_margin {
+            w = w.with_fixed_margin();
+        }
+        w
     }
 
     /// Touches the ready file (sockets are open, the node is about to wait).
@@ -196,9 +200,16 @@ impl Ctx {
         }
     }
 
-    /// The end of the run for a start at `start`.
+    /// The end of the run for a start at `start`: `--duration` after it for a sender;
+    /// routers and receivers linger ([`linger`]) so that the packets still in flight
+    /// when the senders stop arrive.
     pub fn end_for(&self, start: i64) -> Option<i64> {
-        self.duration.map(|d| start.saturating_add(d.as_nanos()))
+        let extra = match self.file.node.role {
+            Role::Sender => 0,
+            _ => linger(&self.file.node.frame).as_nanos(),
+        };
+        self.duration
+            .map(|d| start.saturating_add(d.as_nanos()).saturating_add(extra))
     }
 
     /// Applies `live.cpu` / `live.priority` to the calling thread.
@@ -384,6 +395,17 @@ fn finish(
     Ok(())
 }
 
+/// How long routers and receivers run past `--duration`: two time-cycles (`2 k TF`)
+/// and at least 200 ms, so the last packets a sender sent still cross the path (a hop
+/// holds a packet for less than a cycle).
+pub(crate) fn linger(f: &lockstep_core::tdp::config::FrameConfig) -> Duration {
+    let cycles =
+        f.tf.as_nanos()
+            .saturating_mul(i64::from(f.k))
+            .saturating_mul(2);
+    Duration(cycles.max(200_000_000))
+}
+
 /// Maps a kernel timestamp (`CLOCK_REALTIME` ns) onto the node's clock.
 #[inline]
 pub(crate) fn to_node_clock(map: &lockstep_linux::ClockMap, t: Instant) -> i64 {
@@ -399,5 +421,67 @@ pub(crate) fn csv(
     match ctx.out_file(suffix) {
         Some(p) => Ok(Some(crate::report::SampleWriter::create(&p, header)?)),
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_linux::host::SyncFacts;
+
+    fn host(synchronized: bool, esterror_ns: i64) -> HostFacts {
+        HostFacts {
+            sync: SyncFacts {
+                synchronized,
+                state: if synchronized {
+                    "TIME_OK"
+                } else {
+                    "TIME_ERROR"
+                }
+                .into(),
+                esterror_ns,
+                ..SyncFacts::default()
+            },
+            ..HostFacts::default()
+        }
+    }
+
+    #[test]
+    fn clock_sync_is_checked_against_the_frame() {
+        let tf = Duration::from_micros(100);
+        let mut w = Vec::new();
+        // unsynchronised: fine on one host, refused with --require-sync
+        check_sync(&host(false, 0), tf, false, &mut w).unwrap();
+        let e = check_sync(&host(false, 0), tf, true, &mut w).unwrap_err();
+        assert!(e.downcast_ref::<EnvError>().is_some());
+        assert!(e
+            .to_string()
+            .contains("not synchronized (adjtimex state TIME_ERROR)"));
+        assert!(w.is_empty());
+        // synchronised: a warning above TF/10, a refusal above TF/2 when required
+        check_sync(&host(true, 10_000), tf, true, &mut w).unwrap();
+        assert!(w.is_empty());
+        check_sync(&host(true, 10_001), tf, true, &mut w).unwrap();
+        assert_eq!(
+            w,
+            ["the clock's estimated error (10001 ns) exceeds a tenth of the time-frame (100us)"]
+        );
+        assert!(check_sync(&host(true, 50_001), tf, true, &mut w).is_err());
+        check_sync(&host(true, 50_001), tf, false, &mut w).unwrap();
+    }
+
+    #[test]
+    fn linger_is_two_cycles_or_200ms() {
+        let mut f = lockstep_core::tdp::config::FrameConfig {
+            tf: Duration::from_millis(1),
+            k: 4,
+            epoch_ns: 0,
+            offset: Duration::ZERO,
+            guard: Duration::ZERO,
+            lead: 1,
+        };
+        assert_eq!(linger(&f), Duration::from_millis(200));
+        f.k = 200;
+        assert_eq!(linger(&f), Duration::from_millis(400));
     }
 }

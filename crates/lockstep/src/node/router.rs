@@ -21,7 +21,7 @@
 //!    deadline (a packet ends it early); `hybrid`: the same up to the deadline minus a
 //!    spin margin, then busy-polling (the margin adapts to the `ppoll` overshoot this
 //!    host shows, as the hybrid wait strategy of `lockstep_linux::wait` does, capped
-//!    at 3/4 of a frame); `spin`: no wait, busy-polling all the way. Before a
+//!    at 3/4 of a frame, unless `live.fixed_margin`); `spin`: no wait, busy-polling all the way. Before a
 //!    deadline that is no frame start (FIFO mode, housekeeping) hybrid just sleeps.
 //! 2. **receive** — every socket without blocking (`recvmmsg`, `live.batch` frames per
 //!    call); before each batch, `tick` (a frame start that has passed is handled
@@ -161,6 +161,7 @@ struct Router {
     poller: Poller,
     wakeup: Histogram,
     tuner: MarginTuner,
+    fixed_margin: bool,
     strategy: WaitStrategy,
 }
 
@@ -273,6 +274,7 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
         poller: Poller::new(),
         wakeup: preallocated(),
         tuner,
+        fixed_margin: live.fixed_margin,
         strategy: live.strategy,
     };
 
@@ -372,7 +374,7 @@ impl Router {
                     .wait(fds, Some(Duration(t)))
                     .context("waiting for packets (ppoll)")?;
                 if ready == 0 {
-                    if precise && self.strategy == WaitStrategy::Hybrid {
+                    if precise && self.strategy == WaitStrategy::Hybrid && !self.fixed_margin {
                         let woke = self.now();
                         self.tuner
                             .observe(Duration(woke.saturating_sub(now.saturating_add(t))));
