@@ -12,7 +12,8 @@
 //! nodes' JSON files: every packet sent arrived (per flow, none lost), the router
 //! forwarded each of them (marked, in its reserved frame, or counted as a slip),
 //! saw no unknown DSCP, recorded a hop in every probe, and sent padding. A FIFO run
-//! checks the same without frames. No timing thresholds.
+//! checks the same without frames. The router waits with a different strategy in
+//! each run (core: hybrid, edge: sleep, FIFO: spin). No timing thresholds.
 //!
 //! Names are `lsn-<pid hex>-<n>`; namespaces are owned by guards that delete them
 //! even when an assertion fails, child processes by guards that kill them, and every
@@ -205,7 +206,7 @@ fn port(id: u16, ifname: &str, mac: &Mac, addr: Ipv4Addr, extra: &str) -> String
 }
 
 /// The three node files.
-fn configs(l: &Line, mode: &str, role: &str) -> [String; 3] {
+fn configs(l: &Line, mode: &str, role: &str, strategy: &str) -> [String; 3] {
     let sender = format!(
         "[node]\nname = \"snd\"\nid = 10\nrole = \"sender\"\n{}\n{}\
          [[node.flows]]\nid = 1\nout_port = 1\nrows = [{{ slot = 1, packets = 2, size = 256 }}]\n\n\
@@ -228,7 +229,7 @@ fn configs(l: &Line, mode: &str, role: &str) -> [String; 3] {
          rows = [{{ slot = 2, packets = 2, size = 256 }}]\n{police}\n\
          [[node.flows]]\nid = 2\nout_port = 2\nrule = {{ dst_ports = [7000, 7000], src_ports = [6002, 6002] }}\n\
          rows = [{{ slot = 0, packets = 1, size = 256 }}]\n{police}\n\
-         [live]\nnames = {{ \"7\" = \"R1\" }}\n",
+         [live]\nstrategy = \"{strategy}\"\nnames = {{ \"7\" = \"R1\" }}\n",
         frame(mode),
         port(
             1,
@@ -316,7 +317,8 @@ struct Run {
     packets_csv: String,
 }
 
-fn run_line(test: &str, mode: &str, role: &str) -> Option<Run> {
+/// One run; `strategy` is the router's wait strategy.
+fn run_line(test: &str, mode: &str, role: &str, strategy: &str) -> Option<Run> {
     if !can_run(test) {
         return None;
     }
@@ -326,7 +328,7 @@ fn run_line(test: &str, mode: &str, role: &str) -> Option<Run> {
     std::fs::create_dir_all(&dir).unwrap();
     let scratch = Scratch(dir.clone());
     let l = line(&base);
-    let [snd, rtr, rcv] = configs(&l, mode, role);
+    let [snd, rtr, rcv] = configs(&l, mode, role, strategy);
     let ready = |n: &str| dir.join(format!("{n}.ready"));
     let with_ready = |n: &str| vec!["--ready-file".to_string(), ready(n).display().to_string()];
     let mut router = spawn(l.r.name(), "router", &dir, &rtr, &with_ready("router"));
@@ -477,7 +479,12 @@ fn check_delivery(r: &Run) -> u64 {
 
 #[test]
 fn tdp_line_delivers_routes_marks_and_pads() {
-    let Some(r) = run_line("tdp_line_delivers_routes_marks_and_pads", "tdp", "core") else {
+    let Some(r) = run_line(
+        "tdp_line_delivers_routes_marks_and_pads",
+        "tdp",
+        "core",
+        "hybrid",
+    ) else {
         return;
     };
     check_tdp(&r);
@@ -489,7 +496,12 @@ fn tdp_line_delivers_routes_marks_and_pads() {
 
 #[test]
 fn edge_line_classifies_holds_and_marks() {
-    let Some(r) = run_line("edge_line_classifies_holds_and_marks", "tdp", "edge") else {
+    let Some(r) = run_line(
+        "edge_line_classifies_holds_and_marks",
+        "tdp",
+        "edge",
+        "sleep",
+    ) else {
         return;
     };
     check_tdp(&r);
@@ -538,7 +550,7 @@ fn check_tdp(r: &Run) {
 
 #[test]
 fn fifo_line_delivers_at_once() {
-    let Some(r) = run_line("fifo_line_delivers_at_once", "fifo", "core") else {
+    let Some(r) = run_line("fifo_line_delivers_at_once", "fifo", "core", "spin") else {
         return;
     };
     let sent = check_delivery(&r);

@@ -389,7 +389,7 @@ fn finish(
         let mut out = std::io::stdout().lock();
         out.write_all(text.as_bytes())?;
         out.write_all(b"\n")?;
-    } else if !args.quiet {
+    } else {
         print!("{human}");
     }
     Ok(())

@@ -312,7 +312,9 @@ impl Router {
             }
             self.tick(now);
             self.flush(now)?;
-            self.drain_tx_timestamps()?;
+            if self.tx_ts {
+                self.drain_tx_timestamps()?;
+            }
             if now >= self.next_remap {
                 self.map = ClockMap::measure(self.clock);
                 self.next_remap = now.saturating_add(REMAP_EVERY_NS);
@@ -367,12 +369,14 @@ impl Router {
                     (remaining > m).then(|| remaining - m)
                 }
             };
+            let mut errqueue = false;
             if let Some(t) = block_for {
                 let fds = self.ports.iter().map(|p| p.sock.as_fd());
                 let ready = self
                     .poller
                     .wait(fds, Some(Duration(t)))
                     .context("waiting for packets (ppoll)")?;
+                errqueue = (0..self.ports.len()).any(|i| self.poller.readiness(i).error);
                 if ready == 0 {
                     if precise && self.strategy == WaitStrategy::Hybrid && !self.fixed_margin {
                         let woke = self.now();
@@ -387,7 +391,8 @@ impl Router {
                 let now = self.now();
                 self.flush(now)?;
             }
-            if self.ports.iter().any(|p| p.outstanding > 0) {
+            if errqueue || self.ports.iter().any(|p| p.outstanding > 0) {
+                // An error-queue entry makes every ppoll return at once until taken.
                 self.drain_tx_timestamps()?;
             }
             if got == 0 && block_for.is_none() {
@@ -541,11 +546,9 @@ impl Router {
         Ok(())
     }
 
-    /// Takes every queued TX timestamp; matches the probes'.
+    /// Takes every queued TX timestamp (and whatever else is on the error queues);
+    /// matches the probes'.
     fn drain_tx_timestamps(&mut self) -> Result<()> {
-        if !self.tx_ts {
-            return Ok(());
-        }
         let Router {
             ports, map, csv, ..
         } = self;
