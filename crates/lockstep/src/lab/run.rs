@@ -529,7 +529,9 @@ fn run_one(
         )?;
     }
     // load servers (sinks) now, clients at the start
-    let load_secs = std_dur(duration + drain).as_secs() + 2;
+    // a sink listens from now until well after the end
+    let until_start = Duration(start_ns.saturating_sub(lockstep_linux::now(ClockId::Tai).ns));
+    let load_secs = std_dur(until_start + duration + drain).as_secs() + 3;
     for l in &p.loads {
         let (prog, args) = load_server_args(l, load_secs, &exe);
         let ns = ns_name(&run_id, &s.nodes[l.to].name);
@@ -664,7 +666,7 @@ fn run_one(
     topo.teardown()?;
 
     let got = collect(p, dir);
-    warnings.extend(got.warnings.iter().cloned());
+    warnings.extend(merge_warnings(&got.warnings));
     let loads = p
         .loads
         .iter()
@@ -677,6 +679,28 @@ fn run_one(
         loads,
         warnings,
     })
+}
+
+/// `node: text` lines with one text for several nodes merged into `a, b: text`.
+pub fn merge_warnings(lines: &[String]) -> Vec<String> {
+    let mut by_text: Vec<(String, Vec<String>)> = Vec::new();
+    for l in lines {
+        let (node, text) = l.split_once(": ").unwrap_or(("", l.as_str()));
+        match by_text.iter_mut().find(|(t, _)| t == text) {
+            Some((_, nodes)) => nodes.push(node.to_string()),
+            None => by_text.push((text.to_string(), vec![node.to_string()])),
+        }
+    }
+    by_text
+        .into_iter()
+        .map(|(t, nodes)| {
+            if nodes.iter().all(String::is_empty) {
+                t
+            } else {
+                format!("{}: {t}", nodes.join(", "))
+            }
+        })
+        .collect()
 }
 
 fn default_output(s: &Scenario) -> PathBuf {
@@ -889,6 +913,15 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warnings_of_several_nodes_are_merged() {
+        let w = ["tx: slow clock", "r1: slow clock", "r1: 3 slips", "plain"].map(String::from);
+        assert_eq!(
+            merge_warnings(&w),
+            ["tx, r1: slow clock", "r1: 3 slips", "plain"]
+        );
+    }
 
     #[test]
     fn capabilities_are_read_from_proc_status() {

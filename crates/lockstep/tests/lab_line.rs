@@ -1,0 +1,193 @@
+//! `lockstep lab run scenarios/line.toml` end to end (needs root and iproute2;
+//! otherwise it prints a skip note and passes): sender → R1 (edge) → R2 (core) →
+//! receiver, one reserved flow plus best-effort load, FIFO then TDP, at TF = 1 ms for
+//! one second each.
+//!
+//! The checks are functional and exact, from the files the lab writes: every packet
+//! the sender sent arrived exactly once; every one carries the hop records of R1 then
+//! R2 (routed along its path); R1 classified every packet into the flow (forwarded in
+//! its frame or counted as a slip) and R2 recognised every packet R1 sent in a frame
+//! by its DSCP mark (forwarded in its frame or counted as a slip); the result files
+//! and the report exist; and afterwards no `ls-` namespace is left. No timing
+//! thresholds: slips are counted, never asserted to be zero.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn can_run() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping lab_line: needs root (network namespaces, raw sockets)");
+        return false;
+    }
+    for tool in ["ip", "tc"] {
+        if lockstep_linux::cmd::find_program(tool).is_none() {
+            eprintln!("skipping lab_line: `{tool}` (iproute2) is not installed");
+            return false;
+        }
+    }
+    true
+}
+
+fn scenario() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/line.toml")
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn u(v: &Value, path: &[&str]) -> u64 {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[p];
+    }
+    cur.as_u64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
+}
+
+/// The flow's counters of a router's JSON.
+fn flow_counters(doc: &Value) -> &Value {
+    &doc["counters"]["flows"][0]
+}
+
+fn ls_namespaces() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("ls-"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn line_delivers_routes_marks_and_counts_every_packet() {
+    if !can_run() {
+        return;
+    }
+    let before = ls_namespaces();
+    let dir = std::env::temp_dir().join(format!("lockstep-lab-line-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["lab", "run"])
+        .arg(scenario())
+        .args([
+            "--tf",
+            "1ms",
+            "--duration",
+            "1s",
+            "--json",
+            "-q",
+            "--output",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("running lockstep lab run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "lab run failed ({}): {stderr}",
+        out.status
+    );
+
+    // nothing left behind
+    let after: Vec<String> = ls_namespaces()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(after.is_empty(), "namespaces left: {after:?}");
+
+    // the document on stdout is summary.json
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(doc, json(&dir.join("summary.json")));
+    assert_eq!(doc["kind"], "lab.run");
+    assert!(dir.join("report.html").is_file());
+    assert!(dir.join("scenario.toml").is_file());
+    assert!(dir.join("host.json").is_file());
+
+    let runs = doc["results"]["runs"].as_array().expect("runs");
+    let labels: Vec<&str> = runs
+        .iter()
+        .map(|r| r["label"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(labels, ["FIFO", "TDP"]);
+    for run in runs {
+        let label = run["label"].as_str().unwrap_or("");
+        let run_dir = dir.join(run["dir"].as_str().unwrap_or(""));
+        let flow = &run["flows"][0];
+        assert_eq!(flow["flow"], "ctl");
+        let sent = u(flow, &["sent"]);
+        assert!(sent > 0, "{label}: nothing sent");
+        // every packet delivered, once
+        assert_eq!(u(flow, &["received"]), sent, "{label}: {flow}");
+        assert_eq!(u(flow, &["lost"]), 0, "{label}");
+        assert_eq!(u(flow, &["duplicates"]), 0, "{label}");
+        // routed along its path: R1 then R2 in every packet's hop records
+        assert_eq!(flow["hops"], serde_json::json!(["r1", "r2"]), "{label}");
+        assert_eq!(u(flow, &["off_path"]), 0, "{label}");
+        // the node files agree with the summary
+        let tx = json(&run_dir.join("tx.json"));
+        let r1 = json(&run_dir.join("r1.json"));
+        let r2 = json(&run_dir.join("r2.json"));
+        let rx = json(&run_dir.join("rx.json"));
+        assert_eq!(u(&tx, &["counters", "sent"]), sent, "{label}");
+        assert_eq!(u(&rx["flows"]["1"], &["seq", "received"]), sent, "{label}");
+        let csv = std::fs::read_to_string(run_dir.join("rx-packets.csv")).expect("packets CSV");
+        assert_eq!(
+            csv.lines().count() as u64,
+            sent + 1,
+            "{label}: one row per packet"
+        );
+        for r in [&r1, &r2] {
+            assert!(u(r, &["counters", "hops_recorded"]) >= sent, "{label}");
+            assert_eq!(u(r, &["counters", "malformed"]), 0, "{label}");
+        }
+        let (f1, f2) = (flow_counters(&r1), flow_counters(&r2));
+        if run["mode"] == "fifo" {
+            assert_eq!(
+                u(f1, &["forwarded"]),
+                sent,
+                "{label}: r1 forwarded every packet"
+            );
+            assert_eq!(
+                u(f2, &["forwarded"]),
+                sent,
+                "{label}: r2 forwarded every packet"
+            );
+        } else {
+            // R1 (edge) classified every packet: in its frame, or a counted slip
+            let fwd1 = u(f1, &["forwarded"]);
+            assert_eq!(
+                fwd1 + u(f1, &["slipped"]) - u(f1, &["late"]),
+                sent,
+                "{label}: r1 {f1}"
+            );
+            assert_eq!(u(f1, &["policed"]), 0, "{label}");
+            // R2 (core) recognised every packet R1 sent in a frame by its mark
+            let fwd2 = u(f2, &["forwarded"]);
+            assert!(fwd2 > 0, "{label}: r2 forwarded nothing in a frame");
+            assert_eq!(
+                fwd2 + u(f2, &["slipped"]) - u(f2, &["late"]),
+                fwd1,
+                "{label}: r2 {f2}"
+            );
+            assert_eq!(u(&r2, &["counters", "unknown_dscp"]), 0, "{label}");
+            // and both kept their neighbour in step
+            assert!(u(&r1, &["counters", "padding_sent"]) > 0, "{label}");
+        }
+        // the best-effort load ran
+        let load = &run["loads"][0];
+        assert!(
+            load["received_packets"].as_u64().unwrap_or(0) > 0,
+            "{label}: {load}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
