@@ -15,13 +15,15 @@
 //! ```
 //!
 //! A router must receive packets between frame starts, so `run_until` is not a plain
-//! sleep. Until the clock reads `deadline` it repeats:
+//! sleep: `lockstep_linux::Waiter` (used for the start) cannot watch sockets while it
+//! waits. The same three strategies, with the sockets watched. Until the clock reads
+//! `deadline` it repeats:
 //!
 //! 1. **wait** — `sleep`: `ppoll` on all port sockets with a timeout up to the
 //!    deadline (a packet ends it early); `hybrid`: the same up to the deadline minus a
 //!    spin margin, then busy-polling (the margin adapts to the `ppoll` overshoot this
-//!    host shows, as the hybrid wait strategy of `lockstep_linux::wait` does, capped
-//!    at 3/4 of a frame, unless `live.fixed_margin`); `spin`: no wait, busy-polling all the way. Before a
+//!    host shows, as the hybrid `Waiter` does, capped at 3/4 of a frame, unless
+//!    `live.fixed_margin`); `spin`: no wait, busy-polling all the way. Before a
 //!    deadline that is no frame start (FIFO mode, housekeeping) hybrid just sleeps.
 //! 2. **receive** — every socket without blocking (`recvmmsg`, `live.batch` frames per
 //!    call); before each batch, `tick` (a frame start that has passed is handled

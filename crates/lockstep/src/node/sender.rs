@@ -3,7 +3,8 @@
 //! The frames come from [`SenderSchedule`] (the flow rows of `[node]`, repeated every
 //! cycle). For each such frame the sender waits for its start `t0` with the
 //! configured strategy, reads the clock (`t_wake`: `L_I = t_wake − t0` is recorded
-//! every frame, the `wakeup` distribution), and sends each flow's packets of that
+//! for every frame it woke for, skipped ones included: the `wakeup` distribution),
+//! and sends each flow's packets of that
 //! frame: probe packets carrying seq, frame, `t0`, `t_wake` and `t_send` (read right
 //! before `send`), of `size` bytes (room for hop records). In TDP mode the DSCP is
 //! the frame mark (`0x0c` plus the frame and cycle parity bits), unless
@@ -314,13 +315,13 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
             }
             let wake = waiter.wait_until(Instant::new(ctx.clock, sf.start_ns)).ns;
             let late = wake.saturating_sub(sf.start_ns);
+            wakeup.record(late);
             if late >= tf {
                 // The frame is over: its packets would carry a stale mark.
                 c.skipped_frames += 1;
                 next = sched.next_at_or_after(wake);
                 continue;
             }
-            wakeup.record(late);
             c.frames += 1;
             if fclock.send_deadline(sf.frame).is_some_and(|d| wake > d) {
                 c.late_frames += 1;
