@@ -5,7 +5,8 @@
 //! `lockstep-linux` and the `lockstep` binary) and the simulator drive the same code.
 //!
 //! - [`time`]: instants tagged with their clock, durations, the human duration syntax.
-//! - [`units`]: sizes and packet rates with units (`1514B`, `100000pps`).
+//! - [`units`]: sizes, packet rates and bit rates with units (`1514B`, `100000pps`,
+//!   `100Mbit/s`).
 //! - [`frame`]: the common time reference of SPEC §1 — time-frames, cycles, parity bits.
 //! - [`stats`]: histograms, percentiles, RFC 3550 jitter, sequence accounting (SPEC §6).
 //! - [`wire`]: wire formats — the probe packet, Ethernet, IPv4, UDP, checksums —
@@ -18,12 +19,15 @@
 //!   the timestamps the Linux layer hands it).
 //! - [`margin`]: the adaptive spin margin of the hybrid wait strategy.
 //! - [`sched`]: option types shared by every subcommand (wait strategy, policy).
+//! - [`shaper`]: token-bucket shaping refilled once per shaping interval (SPEC §4),
+//!   its exact output envelope, and the symmetric-burst source of loeser §4.1.
 
 pub mod frame;
 pub mod margin;
 pub mod measure;
 pub mod net;
 pub mod sched;
+pub mod shaper;
 pub mod stats;
 pub mod tdp;
 pub mod time;

@@ -1,5 +1,6 @@
-//! Quantities with units (SPEC §8): sizes (`1514B`, `2MB`, `64KiB`) and packet rates
-//! (`100000pps`, `135kpps`). Bit rates for network calculus are parsed exactly there.
+//! Quantities with units (SPEC §8): sizes (`1514B`, `2MB`, `64KiB`), packet rates
+//! (`100000pps`, `135kpps`) and bit rates (`100Mbit/s`, `20B/us`), all parsed exactly:
+//! a value that is not a whole number of the base unit is an error, never rounded.
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,6 +16,10 @@ pub enum ParseUnitError {
     Size(String),
     #[error("expected a packet rate like 100000pps or 135kpps, got \"{0}\"")]
     Rate(String),
+    #[error("expected a bit rate like 100Mbit/s or 20B/us (a whole number of bit/s), got \"{0}\"")]
+    BitRate(String),
+    #[error("a bit rate must be above 0, got \"{0}\"")]
+    ZeroBitRate(String),
 }
 
 /// A size in bytes.
@@ -134,6 +139,132 @@ impl fmt::Display for PacketRate {
     }
 }
 
+/// A bit rate, kept exactly as whole bits per second.
+///
+/// Parsed from `<number><prefix><bit|B>/<s|ms|us|ns>`: `40Mbit/s`, `1.5Gbit/s`,
+/// `20B/us` (= 160 Mbit/s), `12.5MB/s`; prefixes `k`/`K`, `M`, `G`, `T` are decimal;
+/// `bps`, `kbps`, `Mbps`, `Gbps` are bits per second and `Bit` (loeser's `MBit/s`) is
+/// read as `bit`. The value must come out as a whole, positive number of bit/s.
+/// Printed in the largest of `Gbit/s`, `Mbit/s`, `kbit/s`, `bit/s` that divides it,
+/// which parses back to the same value; serialized as that string (an integer reads as
+/// bit/s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BitRate(pub u64);
+
+impl BitRate {
+    pub const fn from_bps(bps: u64) -> BitRate {
+        BitRate(bps)
+    }
+    /// Bits per second.
+    pub const fn bps(self) -> u64 {
+        self.0
+    }
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64
+    }
+}
+
+impl FromStr for BitRate {
+    type Err = ParseUnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseUnitError::BitRate(s.to_string());
+        let (n, unit) = split_number(s).ok_or_else(err)?;
+        let scale = bit_rate_scale(unit).ok_or_else(err)?;
+        let v = scaled(n, scale).ok_or_else(err)?;
+        if v == 0 {
+            return Err(ParseUnitError::ZeroBitRate(s.to_string()));
+        }
+        u64::try_from(v).map(BitRate).map_err(|_| err())
+    }
+}
+
+/// Bits per second in one unit of `unit`, `None` for an unknown unit.
+fn bit_rate_scale(unit: &str) -> Option<u128> {
+    match unit {
+        "bps" => return Some(1),
+        "kbps" | "Kbps" => return Some(1_000),
+        "Mbps" => return Some(1_000_000),
+        "Gbps" => return Some(1_000_000_000),
+        _ => {}
+    }
+    let (amount, per) = unit.split_once('/')?;
+    let per_second: u128 = match per {
+        "s" => 1,
+        "ms" => 1_000,
+        "us" | "µs" | "μs" => 1_000_000,
+        "ns" => 1_000_000_000,
+        _ => return None,
+    };
+    let (prefix, bits): (&str, u128) = if let Some(p) = amount.strip_suffix("bit") {
+        (p, 1)
+    } else if let Some(p) = amount.strip_suffix("Bit") {
+        (p, 1)
+    } else if let Some(p) = amount.strip_suffix('B') {
+        (p, 8)
+    } else {
+        return None;
+    };
+    let prefix: u128 = match prefix {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        _ => return None,
+    };
+    Some(prefix * bits * per_second)
+}
+
+impl fmt::Display for BitRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        for (scale, unit) in [
+            (1_000_000_000, "Gbit/s"),
+            (1_000_000, "Mbit/s"),
+            (1_000, "kbit/s"),
+        ] {
+            if v >= scale && v.is_multiple_of(scale) {
+                return write!(f, "{}{unit}", v / scale);
+            }
+        }
+        write!(f, "{v}bit/s")
+    }
+}
+
+impl Serialize for BitRate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for BitRate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = BitRate;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a bit rate with its unit such as \"100Mbit/s\", or bit/s")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BitRate, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BitRate, E> {
+                if v == 0 {
+                    return Err(E::custom("a bit rate must be above 0"));
+                }
+                Ok(BitRate(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BitRate, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom("a bit rate must be above 0")),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +296,81 @@ mod tests {
             "2.5pps".parse::<PacketRate>().unwrap().to_string(),
             "2.5pps"
         );
+    }
+
+    #[test]
+    fn bit_rates() {
+        let r = |s: &str| s.parse::<BitRate>().unwrap().bps();
+        assert_eq!(r("40Mbit/s"), 40_000_000);
+        assert_eq!(r("40MBit/s"), 40_000_000);
+        assert_eq!(r("100kbit/s"), 100_000);
+        assert_eq!(r("1.5Gbit/s"), 1_500_000_000);
+        assert_eq!(r("20B/us"), 160_000_000);
+        assert_eq!(r("12.5MB/s"), 100_000_000);
+        assert_eq!(r("1B/ns"), 8_000_000_000);
+        assert_eq!(r("3B/ms"), 24_000);
+        assert_eq!(r("64bit/s"), 64);
+        assert_eq!(r("100Mbps"), 100_000_000);
+        assert_eq!(r(" 2.5 Mbit/s "), 2_500_000);
+        for bad in [
+            "fast",
+            "1.5bit/s",
+            "10Mbit",
+            "10Mb/s",
+            "10mbit/s",
+            "-1Mbit/s",
+            "1..2Mbit/s",
+            "/s",
+        ] {
+            assert_eq!(
+                bad.parse::<BitRate>().unwrap_err(),
+                ParseUnitError::BitRate(bad.to_string()),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            "0Mbit/s".parse::<BitRate>().unwrap_err().to_string(),
+            "a bit rate must be above 0, got \"0Mbit/s\""
+        );
+        assert_eq!(
+            "fast".parse::<BitRate>().unwrap_err().to_string(),
+            "expected a bit rate like 100Mbit/s or 20B/us (a whole number of bit/s), got \"fast\""
+        );
+        // Too large for u64 bit/s.
+        assert!("20000000TB/s".parse::<BitRate>().is_err());
+    }
+
+    #[test]
+    fn bit_rates_print_exactly_and_round_trip() {
+        for (bps, text) in [
+            (40_000_000, "40Mbit/s"),
+            (1_500_000, "1500kbit/s"),
+            (2_000_000_000, "2Gbit/s"),
+            (999, "999bit/s"),
+            (160_000_000, "160Mbit/s"),
+        ] {
+            assert_eq!(BitRate(bps).to_string(), text);
+            assert_eq!(text.parse::<BitRate>().unwrap(), BitRate(bps));
+        }
+        let j = serde_json::to_string(&BitRate(40_000_000)).unwrap();
+        assert_eq!(j, "\"40Mbit/s\"");
+        assert_eq!(
+            serde_json::from_str::<BitRate>("\"20B/us\"").unwrap(),
+            BitRate(160_000_000)
+        );
+        assert_eq!(
+            serde_json::from_str::<BitRate>("1000").unwrap(),
+            BitRate(1000)
+        );
+        assert!(serde_json::from_str::<BitRate>("0").is_err());
+        assert!(serde_json::from_str::<BitRate>("-5").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bit_rate_round_trips(bps in 1u64..u64::MAX) {
+            let text = BitRate(bps).to_string();
+            proptest::prop_assert_eq!(text.parse::<BitRate>().unwrap(), BitRate(bps));
+        }
     }
 }
