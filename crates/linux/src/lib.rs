@@ -18,6 +18,8 @@
 //!   (`recvmmsg`), no allocation per packet.
 //! - [`host`]: host facts recorded with every result (SPEC §6): kernel, RT, CPU,
 //!   isolation, governor, clock source, clock sync state; read-only, no root needed.
+//! - [`rusage`]: CPU time used by the process or thread (`getrusage`), for the CPU
+//!   cost of shaping.
 //! - [`signal`]: Ctrl-C / SIGTERM as a stop flag a run checks between samples.
 //! - [`tracefs`]: finding or mounting tracefs, writing trace markers and freezing the
 //!   trace when a threshold is crossed (like `cyclictest -b`).
@@ -49,6 +51,7 @@ pub mod netns;
 pub mod packet;
 pub mod poll;
 pub mod rt;
+pub mod rusage;
 pub mod signal;
 pub mod tc;
 pub mod tracefs;
