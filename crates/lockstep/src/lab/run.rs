@@ -404,7 +404,12 @@ fn load_result(desc: String, l: &LoadPlan, logs: &Path) -> LoadResult {
                     .zip(secs)
                     .filter(|(_, s)| *s > 0.0)
                     .map(|(p, s)| p as f64 / s);
-                r.received_bps = sum.get("bits_per_second").and_then(Value::as_f64);
+                // payload bits delivered (iperf3's own figure is the sender's rate)
+                r.received_bps = r
+                    .received_pps
+                    .map(|p| p * f64::from(l.size.unwrap_or(0)) * 8.0)
+                    .filter(|b| *b > 0.0)
+                    .or_else(|| sum.get("bits_per_second").and_then(Value::as_f64));
             } else {
                 let sum = end.get("sum_received").cloned().unwrap_or(Value::Null);
                 r.seconds = sum.get("seconds").and_then(Value::as_f64);
@@ -876,7 +881,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
 
     // the tables
     let mut human = String::new();
-    for o in &outcomes {
+    for o in outcomes.iter().filter(|o| !o.lines.is_empty()) {
         human.push_str(&tables::run_table(&o.run, &o.lines));
         human.push('\n');
     }

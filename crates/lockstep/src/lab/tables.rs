@@ -86,6 +86,9 @@ pub fn run_table(run: &RunSpec, lines: &[FlowLine]) -> String {
 pub fn comparison_table(runs: &[(RunSpec, Vec<FlowLine>)]) -> Option<String> {
     let mut out = String::new();
     for (fifo, fl) in runs.iter().filter(|(r, _)| r.mode == RunMode::Fifo) {
+        if fl.is_empty() {
+            continue;
+        }
         let Some((_, tl)) = runs
             .iter()
             .find(|(r, _)| r.mode == RunMode::Tdp && r.tf == fifo.tf)
@@ -154,6 +157,9 @@ pub fn sweep_table(runs: &[(RunSpec, Vec<FlowLine>)]) -> Option<String> {
                 l.lost.to_string(),
             ]);
         }
+    }
+    if rows.is_empty() {
+        return None;
     }
     Some(format!(
         "End-to-end latency L per time-frame (welponer2012 Table I; L > TF: arrived in a later frame):\n{}",
