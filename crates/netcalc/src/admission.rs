@@ -1,0 +1,983 @@
+//! The analyses on a feed-forward network, kept up to date flow by flow.
+//!
+//! [`Admission`] holds a validated network and, for every flow, its arrival curve at
+//! each hop, its per-hop delay bounds and its residual service at each hop; for every
+//! server the aggregate arrival curve, the FIFO delay and the backlog bound.
+//!
+//! **Total flow analysis (TFA)**: servers are visited in topological order. At a FIFO
+//! server every bit waits at most `D = h(Σα, β)` (the aggregate's delay bound), so each
+//! flow's output arrival curve is `α(t + D)`; under arbitrary multiplexing a flow gets
+//! the residual service `[β − α_cross]+`, its hop delay is `h(α, β_res)` and its output
+//! `α ⊘ β_res`. A flow's TFA bound is the sum of its hop delays.
+//!
+//! **Separated flow analysis (SFA)**: the flow's residual service at every hop (FIFO:
+//! [`Service::fifo_residual`], arbitrary: [`Service::arbitrary_residual`], the cross
+//! traffic's arrival curves from the TFA) are convolved along the path and the delay
+//! bound is taken once end to end, so the flow pays its burst only once.
+//!
+//! **Admission** changes only what a flow touches: the servers on its path and
+//! everything downstream of them (their arrival curves change), and the flows crossing
+//! those servers. The new values are computed aside and committed only when every
+//! deadline and buffer still holds, so a rejection leaves the state as it was; removing
+//! a flow recomputes the same region and restores every bound exactly (the arithmetic
+//! is exact and the result depends only on the set of flows).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use crate::curve::{backlog_bound, delay_bound, Curve, Service};
+use crate::fifo::{fifo_port, FifoPort, PortFlow};
+use crate::model::{
+    check_flow, check_server, cycle_message, overload_message, Field, Flow, InputError,
+    Multiplexing, Network, Server,
+};
+use crate::q::Q;
+
+/// Which analysis gave a bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Analysis {
+    /// Total flow analysis: per-hop bounds summed.
+    Tfa,
+    /// Separated flow analysis: pay bursts only once.
+    Sfa,
+}
+
+impl Analysis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Analysis::Tfa => "TFA",
+            Analysis::Sfa => "SFA",
+        }
+    }
+}
+
+/// The bounds of one flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowBounds {
+    pub name: String,
+    pub path: Vec<String>,
+    /// End-to-end delay bound of the total flow analysis, seconds.
+    pub tfa: Q,
+    /// Delay bound at each hop of the total flow analysis, seconds.
+    pub tfa_hops: Vec<Q>,
+    /// End-to-end delay bound of the separated flow analysis, seconds.
+    pub sfa: Q,
+    pub deadline: Option<Q>,
+}
+
+impl FlowBounds {
+    /// The analysis with the smaller bound (TFA on a tie).
+    pub fn best(&self) -> Analysis {
+        if self.sfa < self.tfa {
+            Analysis::Sfa
+        } else {
+            Analysis::Tfa
+        }
+    }
+    /// The smaller of the two bounds.
+    pub fn bound(&self) -> &Q {
+        match self.best() {
+            Analysis::Tfa => &self.tfa,
+            Analysis::Sfa => &self.sfa,
+        }
+    }
+    /// Whether the bound meets the deadline (`None` without a deadline).
+    pub fn meets_deadline(&self) -> Option<bool> {
+        self.deadline.as_ref().map(|d| self.bound() <= d)
+    }
+}
+
+/// The bounds of one server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerBounds {
+    pub name: String,
+    pub multiplexing: Multiplexing,
+    pub rate: Q,
+    pub latency: Q,
+    /// Number of flows crossing it.
+    pub flows: usize,
+    /// `Σ r` of those flows, bit/s.
+    pub load: Q,
+    /// Backlog bound `v(Σα, β)`, bits.
+    pub backlog: Q,
+    pub buffer: Option<Q>,
+    /// FIFO: the delay bound every bit gets here, `h(Σα, β)`, seconds.
+    pub fifo_delay: Option<Q>,
+    /// Rules of thumb (SPEC §4, loeser Eq. 5 and 7) from the token-bucket bursts `b_k`
+    /// of the flows as they arrive here: `Σ b_k + R T` bits and `Σ b_k / R + T` s.
+    pub backlog_estimate: Q,
+    pub delay_estimate: Q,
+    /// The SPEC §4 port formulas, when every flow arrives here as a T-SPEC with the
+    /// port's rate as peak and one common `M` (a FIFO port fed directly by shaped
+    /// senders, as in loeser).
+    pub spec_port: Option<FifoPort>,
+}
+
+impl ServerBounds {
+    /// Whether the backlog fits the buffer (`None` without a buffer).
+    pub fn fits(&self) -> Option<bool> {
+        self.buffer.as_ref().map(|b| &self.backlog <= b)
+    }
+}
+
+/// Every bound of the network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// In the order the flows were given or admitted.
+    pub flows: Vec<FlowBounds>,
+    /// In the order of the input.
+    pub servers: Vec<ServerBounds>,
+}
+
+impl Report {
+    /// Flows whose bound misses their deadline.
+    pub fn late_flows(&self) -> impl Iterator<Item = &FlowBounds> {
+        self.flows
+            .iter()
+            .filter(|f| f.meets_deadline() == Some(false))
+    }
+    /// Servers whose backlog bound exceeds their buffer.
+    pub fn overflowing_servers(&self) -> impl Iterator<Item = &ServerBounds> {
+        self.servers.iter().filter(|s| s.fits() == Some(false))
+    }
+    pub fn flow(&self, name: &str) -> Option<&FlowBounds> {
+        self.flows.iter().find(|f| f.name == name)
+    }
+    pub fn server(&self, name: &str) -> Option<&ServerBounds> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
+
+/// What would break if a flow were admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Breaking {
+    /// A flow's bound (the new one's or an admitted one's) would exceed its deadline.
+    Flow { name: String, bound: Q, deadline: Q },
+    /// A server's backlog bound would exceed its buffer.
+    Port {
+        server: String,
+        backlog: Q,
+        buffer: Q,
+    },
+    /// The flows through a server would need more than its rate.
+    Stability { server: String, load: Q, rate: Q },
+    /// The flow would close a cycle of servers (out of scope).
+    Cycle { servers: Vec<String> },
+    /// The flow itself is malformed (unknown server, zero rate, duplicate name...).
+    Invalid(InputError),
+}
+
+/// A rejected admission: why, and what would break. Nothing was changed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct Reject {
+    pub reason: String,
+    pub breaking: Breaking,
+}
+
+/// An admitted flow: its bounds, and the bounds of other flows that changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdmitOk {
+    pub bounds: FlowBounds,
+    /// Other flows whose TFA or SFA bound changed, with their new bounds.
+    pub changed: Vec<FlowBounds>,
+    /// Servers recomputed (the flow's path and everything downstream).
+    pub servers_touched: usize,
+    /// Flows recomputed.
+    pub flows_touched: usize,
+}
+
+/// A removed flow: the other flows whose bounds changed, with their new bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoveOk {
+    pub removed: FlowBounds,
+    pub changed: Vec<FlowBounds>,
+}
+
+/// A network under admission control.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    servers: Vec<Server>,
+    server_index: HashMap<String, usize>,
+    sstate: Vec<ServerState>,
+    /// Flow slots (a removed flow leaves a hole for the next one).
+    flows: Vec<Option<FlowSlot>>,
+    free: Vec<usize>,
+    flow_index: HashMap<String, usize>,
+    /// `succ[u][v]`: how many flows go from server u straight to server v.
+    succ: Vec<BTreeMap<usize, u32>>,
+    next_seq: u64,
+}
+
+#[derive(Clone, Debug)]
+struct ServerState {
+    /// (flow slot, hop index of this server on the flow's path), sorted.
+    members: Vec<(usize, usize)>,
+    load: Q,
+    agg: Curve,
+    fifo_delay: Option<Q>,
+    backlog: Q,
+    spec_port: Option<FifoPort>,
+}
+
+impl ServerState {
+    fn empty() -> ServerState {
+        ServerState {
+            members: Vec::new(),
+            load: Q::zero(),
+            agg: Curve::zero(),
+            fifo_delay: None,
+            backlog: Q::zero(),
+            spec_port: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct FlowSlot {
+    def: Flow,
+    path: Vec<usize>,
+    seq: u64,
+    st: FlowState,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FlowState {
+    /// Arrival curve at each hop (index 0: the T-SPEC).
+    arrivals: Vec<Curve>,
+    hop_delay: Vec<Q>,
+    residual: Vec<Service>,
+    tfa: Q,
+    sfa: Q,
+}
+
+impl FlowState {
+    fn fresh(def: &Flow, hops: usize) -> FlowState {
+        let a = def.arrival_curve();
+        FlowState {
+            arrivals: vec![a; hops],
+            hop_delay: vec![Q::zero(); hops],
+            residual: Vec::new(),
+            tfa: Q::zero(),
+            sfa: Q::zero(),
+        }
+    }
+}
+
+/// New values computed aside.
+#[derive(Default)]
+struct Overlay {
+    servers: HashMap<usize, ServerState>,
+    flows: HashMap<usize, FlowState>,
+    /// A flow being admitted (slot, definition, path, seq).
+    new_flow: Option<(usize, Flow, Vec<usize>)>,
+    /// A flow being removed.
+    removed: Option<usize>,
+}
+
+/// An internal failure of the analysis (an unbounded bound where validation should
+/// have prevented it): reported as instability of a server.
+struct Unbounded(usize);
+
+impl Admission {
+    /// Validates a network and analyses it completely. Deadlines and buffers are not
+    /// enforced here (see [`Report::late_flows`]): a network file may describe a
+    /// configuration that fails its checks, and `calc` reports that.
+    pub fn new(net: &Network) -> Result<Admission, InputError> {
+        let mut server_index = HashMap::new();
+        for (i, s) in net.servers.iter().enumerate() {
+            let field = |k: &str| Field::new("server", Some(i), Some(&s.name)).key(k);
+            check_server(s, &field)?;
+            if server_index.insert(s.name.clone(), i).is_some() {
+                return Err(InputError::at(
+                    field("name"),
+                    format!("a server named \"{}\" is already defined", s.name),
+                ));
+            }
+        }
+        let mut adm = Admission {
+            servers: net.servers.clone(),
+            server_index,
+            sstate: vec![ServerState::empty(); net.servers.len()],
+            flows: Vec::new(),
+            free: Vec::new(),
+            flow_index: HashMap::new(),
+            succ: vec![BTreeMap::new(); net.servers.len()],
+            next_seq: 0,
+        };
+        for (i, f) in net.flows.iter().enumerate() {
+            let field = |k: &str| Field::new("flow", Some(i), Some(&f.name)).key(k);
+            let path = check_flow(f, &adm.server_index, &field)?;
+            if adm.flow_index.contains_key(&f.name) {
+                return Err(InputError::at(
+                    field("name"),
+                    format!("a flow named \"{}\" is already defined", f.name),
+                ));
+            }
+            adm.insert_slot(f.clone(), path);
+        }
+        // Stability, in server order.
+        for (j, s) in adm.servers.iter().enumerate() {
+            let st = &adm.sstate[j];
+            if st.load > s.rate {
+                let list: Vec<(&str, &Q)> = st
+                    .members
+                    .iter()
+                    .filter_map(|(f, _)| adm.flows[*f].as_ref())
+                    .map(|f| (f.def.name.as_str(), &f.def.rate))
+                    .collect();
+                return Err(InputError::at(
+                    Field::new("server", Some(j), Some(&s.name)).key("rate"),
+                    overload_message(s, &st.load, &list),
+                ));
+            }
+        }
+        let all: Vec<usize> = (0..adm.servers.len()).collect();
+        let order = match adm.topo_order(&all) {
+            Ok(o) => o,
+            Err(cycle) => {
+                let names: Vec<String> =
+                    cycle.iter().map(|&s| adm.servers[s].name.clone()).collect();
+                // Name a flow whose path closes the cycle.
+                let field = net.flows.iter().enumerate().find_map(|(i, f)| {
+                    f.path
+                        .windows(2)
+                        .any(|w| names.windows(2).any(|c| c[0] == w[0] && c[1] == w[1]))
+                        .then(|| Field::new("flow", Some(i), Some(&f.name)).key("path"))
+                });
+                return Err(InputError {
+                    field,
+                    message: cycle_message(&names),
+                    line: None,
+                    column: None,
+                });
+            }
+        };
+        let mut ov = Overlay::default();
+        for slot in 0..adm.flows.len() {
+            if let Some(f) = &adm.flows[slot] {
+                ov.flows
+                    .insert(slot, FlowState::fresh(&f.def, f.path.len()));
+            }
+        }
+        if let Err(Unbounded(j)) = adm.recompute(&order, &mut ov) {
+            return Err(InputError::at(
+                Field::new("server", Some(j), Some(&adm.servers[j].name)).key("rate"),
+                "the analysis found no finite bound at this server (it is saturated)",
+            ));
+        }
+        adm.commit(ov);
+        Ok(adm)
+    }
+
+    fn insert_slot(&mut self, def: Flow, path: Vec<usize>) -> usize {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.flows.push(None);
+                self.flows.len() - 1
+            }
+        };
+        for (k, &j) in path.iter().enumerate() {
+            let st = &mut self.sstate[j];
+            let pos = st.members.partition_point(|m| m.0 < slot);
+            st.members.insert(pos, (slot, k));
+            st.load = &st.load + &def.rate;
+        }
+        for w in path.windows(2) {
+            *self.succ[w[0]].entry(w[1]).or_insert(0) += 1;
+        }
+        self.flow_index.insert(def.name.clone(), slot);
+        let hops = path.len();
+        let st = FlowState::fresh(&def, hops);
+        self.flows[slot] = Some(FlowSlot {
+            def,
+            path,
+            seq: self.next_seq,
+            st,
+        });
+        self.next_seq += 1;
+        slot
+    }
+
+    /// The servers reachable from `start` (inclusive), with `extra` edges added.
+    fn cone(&self, start: &[usize], extra: &[(usize, usize)]) -> Vec<usize> {
+        let mut seen = vec![false; self.servers.len()];
+        let mut queue: VecDeque<usize> = VecDeque::new();
+        let mut out = Vec::new();
+        for &s in start {
+            if !seen[s] {
+                seen[s] = true;
+                queue.push_back(s);
+            }
+        }
+        while let Some(u) = queue.pop_front() {
+            out.push(u);
+            let extra_succ = extra.iter().filter(|e| e.0 == u).map(|e| e.1);
+            for v in self.succ[u].keys().copied().chain(extra_succ) {
+                if !seen[v] {
+                    seen[v] = true;
+                    queue.push_back(v);
+                }
+            }
+        }
+        out
+    }
+
+    /// Topological order of `nodes` (a set closed under successors, or the whole
+    /// network), or a cycle among them.
+    fn topo_order(&self, nodes: &[usize]) -> Result<Vec<usize>, Vec<usize>> {
+        self.topo_order_with(nodes, &[])
+    }
+
+    fn topo_order_with(
+        &self,
+        nodes: &[usize],
+        extra: &[(usize, usize)],
+    ) -> Result<Vec<usize>, Vec<usize>> {
+        let inset: HashSet<usize> = nodes.iter().copied().collect();
+        let succs = |u: usize| -> Vec<usize> {
+            let mut v: Vec<usize> = self.succ[u].keys().copied().collect();
+            for e in extra.iter().filter(|e| e.0 == u) {
+                if !v.contains(&e.1) {
+                    v.push(e.1);
+                }
+            }
+            v
+        };
+        let mut indeg: HashMap<usize, usize> = nodes.iter().map(|&n| (n, 0)).collect();
+        for &u in nodes {
+            for v in succs(u) {
+                if let Some(d) = indeg.get_mut(&v) {
+                    *d += 1;
+                }
+            }
+        }
+        let mut ready: Vec<usize> = nodes.iter().copied().filter(|n| indeg[n] == 0).collect();
+        ready.sort_unstable_by(|a, b| b.cmp(a));
+        let mut order = Vec::with_capacity(nodes.len());
+        while let Some(u) = ready.pop() {
+            order.push(u);
+            for v in succs(u) {
+                if let Some(d) = indeg.get_mut(&v) {
+                    *d -= 1;
+                    if *d == 0 {
+                        ready.push(v);
+                    }
+                }
+            }
+        }
+        if order.len() == nodes.len() {
+            return Ok(order);
+        }
+        // A cycle among the nodes left: walk successors that are left until one repeats.
+        let left: HashSet<usize> = nodes.iter().copied().filter(|n| indeg[n] > 0).collect();
+        let Some(mut u) = left.iter().min().copied() else {
+            return Err(Vec::new());
+        };
+        let mut walk = vec![u];
+        let mut pos: HashMap<usize, usize> = HashMap::from([(u, 0)]);
+        loop {
+            let next = succs(u)
+                .into_iter()
+                .filter(|v| left.contains(v) && inset.contains(v))
+                .min();
+            let Some(v) = next else { return Err(walk) };
+            if let Some(&p) = pos.get(&v) {
+                let mut cycle = walk[p..].to_vec();
+                cycle.push(v);
+                return Err(cycle);
+            }
+            pos.insert(v, walk.len());
+            walk.push(v);
+            u = v;
+        }
+    }
+
+    fn flow_def<'a>(&'a self, ov: &'a Overlay, slot: usize) -> Option<(&'a Flow, &'a [usize])> {
+        if let Some((s, def, path)) = &ov.new_flow {
+            if *s == slot {
+                return Some((def, path));
+            }
+        }
+        self.flows
+            .get(slot)
+            .and_then(|f| f.as_ref())
+            .map(|f| (&f.def, f.path.as_slice()))
+    }
+
+    /// Recomputes the servers of `order` (topological) and then the end-to-end bounds
+    /// of every flow crossing them, into `ov`.
+    fn recompute(&self, order: &[usize], ov: &mut Overlay) -> Result<(), Unbounded> {
+        for &j in order {
+            let mut st = match ov.servers.remove(&j) {
+                Some(s) => s,
+                None => self.sstate[j].clone(),
+            };
+            self.compute_server(j, &mut st, ov)?;
+            ov.servers.insert(j, st);
+        }
+        let slots: Vec<usize> = ov.flows.keys().copied().collect();
+        for slot in slots {
+            let Some(first) = self
+                .flow_def(ov, slot)
+                .map(|(_, p)| p.first().copied().unwrap_or(0))
+            else {
+                continue;
+            };
+            let Some(fs) = ov.flows.get_mut(&slot) else {
+                continue;
+            };
+            fs.tfa = fs.hop_delay.iter().sum();
+            let Some(mut beta) = fs.residual.first().cloned() else {
+                continue;
+            };
+            for r in fs.residual.iter().skip(1) {
+                beta = beta.convolve(r);
+            }
+            // The flow's own arrival curve at its first hop is arrivals[0].
+            fs.sfa = delay_bound(&fs.arrivals[0], &beta).ok_or(Unbounded(first))?;
+        }
+        Ok(())
+    }
+
+    /// Recomputes one server from the current arrival curves of its members.
+    fn compute_server(
+        &self,
+        j: usize,
+        st: &mut ServerState,
+        ov: &mut Overlay,
+    ) -> Result<(), Unbounded> {
+        let server = &self.servers[j];
+        let (rate, lat) = (&server.rate, &server.latency);
+        // Make sure every member's state is in the overlay, then gather arrivals.
+        let mut arrivals: Vec<Curve> = Vec::with_capacity(st.members.len());
+        for &(slot, k) in &st.members {
+            if !ov.flows.contains_key(&slot) {
+                let fs = match self.flows.get(slot).and_then(|f| f.as_ref()) {
+                    Some(f) => f.st.clone(),
+                    None => continue,
+                };
+                ov.flows.insert(slot, fs);
+            }
+            let fs = ov.flows.get(&slot).ok_or(Unbounded(j))?;
+            arrivals.push(fs.arrivals.get(k).cloned().ok_or(Unbounded(j))?);
+        }
+        let agg = Curve::sum(arrivals.iter());
+        let beta = Service::rate_latency(rate.clone(), lat.clone());
+        st.backlog = backlog_bound(&agg, &beta).ok_or(Unbounded(j))?;
+        st.load = st
+            .members
+            .iter()
+            .filter_map(|&(slot, _)| self.flow_def(ov, slot).map(|(d, _)| d.rate.clone()))
+            .sum();
+        st.spec_port = None;
+        st.fifo_delay = None;
+        if server.multiplexing == Multiplexing::Fifo {
+            let spec = spec_port(rate, lat, &arrivals);
+            let d = match &spec {
+                Some(p) => p.delay.clone(),
+                None => delay_bound(&agg, &beta).ok_or(Unbounded(j))?,
+            };
+            if let Some(p) = &spec {
+                if p.backlog_exact {
+                    st.backlog = p.backlog.clone();
+                }
+            }
+            st.spec_port = spec;
+            st.fifo_delay = Some(d);
+        }
+        let members = st.members.clone();
+        for (&(slot, k), alpha) in members.iter().zip(arrivals.iter()) {
+            let hops = self.flow_def(ov, slot).map(|(_, p)| p.len()).unwrap_or(0);
+            let cross = agg.minus(alpha);
+            let (residual, hop_delay, out) = match server.multiplexing {
+                Multiplexing::Fifo => {
+                    let d = st.fifo_delay.clone().unwrap_or_default();
+                    let res = Service::fifo_residual_best(rate, lat, &cross, alpha, &d)
+                        .ok_or(Unbounded(j))?;
+                    let out = (k + 1 < hops).then(|| alpha.shift(&d));
+                    (res, d, out)
+                }
+                Multiplexing::Arbitrary => {
+                    let res = Service::arbitrary_residual(rate, lat, &cross).ok_or(Unbounded(j))?;
+                    let d = delay_bound(alpha, &res).ok_or(Unbounded(j))?;
+                    let out = match k + 1 < hops {
+                        true => Some(alpha.deconvolve(&res).ok_or(Unbounded(j))?),
+                        false => None,
+                    };
+                    (res, d, out)
+                }
+            };
+            let fs = ov.flows.get_mut(&slot).ok_or(Unbounded(j))?;
+            if fs.residual.len() != hops {
+                fs.residual
+                    .resize(hops, Service::rate_latency(Q::one(), Q::zero()));
+            }
+            fs.residual[k] = residual;
+            fs.hop_delay[k] = hop_delay;
+            if let Some(out) = out {
+                fs.arrivals[k + 1] = out;
+            }
+        }
+        st.agg = agg;
+        Ok(())
+    }
+
+    fn commit(&mut self, ov: Overlay) {
+        for (j, st) in ov.servers {
+            self.sstate[j] = st;
+        }
+        for (slot, fs) in ov.flows {
+            if let Some(Some(f)) = self.flows.get_mut(slot) {
+                f.st = fs;
+            }
+        }
+    }
+
+    fn bounds_of(&self, def: &Flow, st: &FlowState) -> FlowBounds {
+        FlowBounds {
+            name: def.name.clone(),
+            path: def.path.clone(),
+            tfa: st.tfa.clone(),
+            tfa_hops: st.hop_delay.clone(),
+            sfa: st.sfa.clone(),
+            deadline: def.deadline.clone(),
+        }
+    }
+
+    /// Admits `flow` if its bound, every admitted flow's bound and every buffer still
+    /// hold; otherwise nothing changes and the rejection says what would break.
+    pub fn admit(&mut self, flow: Flow) -> Result<AdmitOk, Reject> {
+        let field = |k: &str| Field::new("flow", None, Some(&flow.name)).key(k);
+        let path = check_flow(&flow, &self.server_index, &field).map_err(|e| Reject {
+            reason: e.to_string(),
+            breaking: Breaking::Invalid(e),
+        })?;
+        if self.flow_index.contains_key(&flow.name) {
+            let e = InputError::at(
+                field("name"),
+                format!("a flow named \"{}\" is already admitted", flow.name),
+            );
+            return Err(Reject {
+                reason: e.to_string(),
+                breaking: Breaking::Invalid(e),
+            });
+        }
+        for &j in &path {
+            let load = &self.sstate[j].load + &flow.rate;
+            let s = &self.servers[j];
+            if load > s.rate {
+                return Err(Reject {
+                    reason: format!(
+                        "{}: {} plus {} for \"{}\" would exceed its rate {} (unstable)",
+                        s.name,
+                        crate::model::rate_text(&self.sstate[j].load),
+                        crate::model::rate_text(&flow.rate),
+                        flow.name,
+                        crate::model::rate_text(&s.rate)
+                    ),
+                    breaking: Breaking::Stability {
+                        server: s.name.clone(),
+                        load,
+                        rate: s.rate.clone(),
+                    },
+                });
+            }
+        }
+        let edges: Vec<(usize, usize)> = path.windows(2).map(|w| (w[0], w[1])).collect();
+        let cone = self.cone(&path, &edges);
+        let order = self.topo_order_with(&cone, &edges).map_err(|cycle| {
+            let names: Vec<String> = cycle
+                .iter()
+                .map(|&s| self.servers[s].name.clone())
+                .collect();
+            Reject {
+                reason: cycle_message(&names),
+                breaking: Breaking::Cycle { servers: names },
+            }
+        })?;
+        // The slot the flow will take.
+        let slot = self.free.last().copied().unwrap_or(self.flows.len());
+        let mut ov = Overlay::default();
+        for (k, &j) in path.iter().enumerate() {
+            let mut st = self.sstate[j].clone();
+            let pos = st.members.partition_point(|m| m.0 < slot);
+            st.members.insert(pos, (slot, k));
+            ov.servers.insert(j, st);
+        }
+        ov.flows.insert(slot, FlowState::fresh(&flow, path.len()));
+        ov.new_flow = Some((slot, flow.clone(), path.clone()));
+        if let Err(Unbounded(j)) = self.recompute(&order, &mut ov) {
+            let s = &self.servers[j];
+            return Err(Reject {
+                reason: format!(
+                    "{}: no finite bound with \"{}\" (saturated)",
+                    s.name, flow.name
+                ),
+                breaking: Breaking::Stability {
+                    server: s.name.clone(),
+                    load: ov
+                        .servers
+                        .get(&j)
+                        .map(|st| st.load.clone())
+                        .unwrap_or_default(),
+                    rate: s.rate.clone(),
+                },
+            });
+        }
+        // Checks: the new flow first, then the others by name, then the ports.
+        let new_st = ov
+            .flows
+            .get(&slot)
+            .cloned()
+            .unwrap_or_else(|| FlowState::fresh(&flow, path.len()));
+        let new_bounds = self.bounds_of(&flow, &new_st);
+        let mut others: Vec<FlowBounds> = ov
+            .flows
+            .iter()
+            .filter(|(s, _)| **s != slot)
+            .filter_map(|(s, st)| self.flows.get(*s).and_then(|f| f.as_ref()).map(|f| (f, st)))
+            .map(|(f, st)| self.bounds_of(&f.def, st))
+            .collect();
+        others.sort_by(|a, b| a.name.cmp(&b.name));
+        for b in std::iter::once(&new_bounds).chain(others.iter()) {
+            if b.meets_deadline() == Some(false) {
+                let deadline = b.deadline.clone().unwrap_or_default();
+                return Err(Reject {
+                    reason: format!(
+                        "flow \"{}\" would have a delay bound of {} ({}), above its deadline {}",
+                        b.name,
+                        crate::units::Shown::new(b.bound(), crate::units::Unit::Us),
+                        b.best().name(),
+                        crate::units::Shown::new(&deadline, crate::units::Unit::Us)
+                    ),
+                    breaking: Breaking::Flow {
+                        name: b.name.clone(),
+                        bound: b.bound().clone(),
+                        deadline,
+                    },
+                });
+            }
+        }
+        let mut touched: Vec<usize> = ov.servers.keys().copied().collect();
+        touched.sort_unstable();
+        for j in touched {
+            let (s, st) = (&self.servers[j], &ov.servers[&j]);
+            if let Some(buf) = &s.buffer {
+                if &st.backlog > buf {
+                    return Err(Reject {
+                        reason: format!(
+                            "server \"{}\" would need a buffer of {}, more than its {}",
+                            s.name,
+                            crate::units::Shown::new(&st.backlog, crate::units::Unit::Bytes),
+                            crate::units::Shown::new(buf, crate::units::Unit::Bytes)
+                        ),
+                        breaking: Breaking::Port {
+                            server: s.name.clone(),
+                            backlog: st.backlog.clone(),
+                            buffer: buf.clone(),
+                        },
+                    });
+                }
+            }
+        }
+        // Commit.
+        let changed: Vec<FlowBounds> = others
+            .into_iter()
+            .filter(|b| {
+                self.flow_index
+                    .get(&b.name)
+                    .and_then(|&s| self.flows.get(s).and_then(|f| f.as_ref()))
+                    .is_some_and(|f| f.st.tfa != b.tfa || f.st.sfa != b.sfa)
+            })
+            .collect();
+        let servers_touched = ov.servers.len();
+        let flows_touched = ov.flows.len();
+        let got = self.insert_slot(flow, path);
+        debug_assert_eq!(got, slot);
+        ov.new_flow = None;
+        self.commit(ov);
+        Ok(AdmitOk {
+            bounds: new_bounds,
+            changed,
+            servers_touched,
+            flows_touched,
+        })
+    }
+
+    /// Removes a flow and recomputes what it touched; `None` for an unknown name.
+    pub fn remove(&mut self, name: &str) -> Option<RemoveOk> {
+        let slot = *self.flow_index.get(name)?;
+        let f = self.flows[slot].as_ref()?;
+        let removed = self.bounds_of(&f.def, &f.st);
+        let path = f.path.clone();
+        let cone = self.cone(&path, &[]);
+        let order = self.topo_order(&cone).ok()?;
+        let mut ov = Overlay {
+            removed: Some(slot),
+            ..Overlay::default()
+        };
+        for &j in &path {
+            let mut st = self.sstate[j].clone();
+            st.members.retain(|m| m.0 != slot);
+            ov.servers.insert(j, st);
+        }
+        // Cannot fail: less traffic than a state that had finite bounds.
+        let ok = self.recompute(&order, &mut ov).is_ok();
+        ov.flows.remove(&slot);
+        let mut changed: Vec<FlowBounds> = ov
+            .flows
+            .iter()
+            .filter_map(|(s, st)| {
+                let f = self.flows.get(*s)?.as_ref()?;
+                (f.st.tfa != st.tfa || f.st.sfa != st.sfa).then(|| self.bounds_of(&f.def, st))
+            })
+            .collect();
+        changed.sort_by(|a, b| a.name.cmp(&b.name));
+        // Take the flow out of the structures.
+        for &j in &path {
+            self.sstate[j].members.retain(|m| m.0 != slot);
+        }
+        for w in path.windows(2) {
+            if let Some(c) = self.succ[w[0]].get_mut(&w[1]) {
+                *c -= 1;
+                if *c == 0 {
+                    self.succ[w[0]].remove(&w[1]);
+                }
+            }
+        }
+        self.flows[slot] = None;
+        self.free.push(slot);
+        self.flow_index.remove(name);
+        let _ = ov.removed.take();
+        if ok {
+            self.commit(ov);
+        } else {
+            self.reanalyse_all();
+        }
+        Some(RemoveOk { removed, changed })
+    }
+
+    fn reanalyse_all(&mut self) {
+        if let Ok(ov) = self.full_overlay() {
+            self.commit(ov);
+        }
+    }
+
+    fn full_overlay(&self) -> Result<Overlay, Unbounded> {
+        let all: Vec<usize> = (0..self.servers.len()).collect();
+        let order = self.topo_order(&all).map_err(|_| Unbounded(0))?;
+        let mut ov = Overlay::default();
+        for (slot, f) in self.flows.iter().enumerate() {
+            if let Some(f) = f {
+                ov.flows
+                    .insert(slot, FlowState::fresh(&f.def, f.path.len()));
+            }
+        }
+        for j in 0..self.servers.len() {
+            ov.servers.insert(j, self.sstate[j].clone());
+        }
+        self.recompute(&order, &mut ov)?;
+        Ok(ov)
+    }
+
+    /// The bounds of one flow.
+    pub fn bounds(&self, name: &str) -> Option<FlowBounds> {
+        let slot = *self.flow_index.get(name)?;
+        let f = self.flows[slot].as_ref()?;
+        Some(self.bounds_of(&f.def, &f.st))
+    }
+
+    /// The bounds of one server.
+    pub fn server_bounds(&self, name: &str) -> Option<ServerBounds> {
+        let j = *self.server_index.get(name)?;
+        Some(self.server_bounds_of(j, &self.sstate[j]))
+    }
+
+    fn server_bounds_of(&self, j: usize, st: &ServerState) -> ServerBounds {
+        let s = &self.servers[j];
+        let sum_b: Q = st
+            .members
+            .iter()
+            .filter_map(|&(slot, k)| {
+                let f = self.flows.get(slot)?.as_ref()?;
+                f.st.arrivals.get(k).map(|a| a.token_bucket_envelope().1)
+            })
+            .sum();
+        ServerBounds {
+            name: s.name.clone(),
+            multiplexing: s.multiplexing,
+            rate: s.rate.clone(),
+            latency: s.latency.clone(),
+            flows: st.members.len(),
+            load: st.load.clone(),
+            backlog: st.backlog.clone(),
+            buffer: s.buffer.clone(),
+            fifo_delay: st.fifo_delay.clone(),
+            backlog_estimate: &sum_b + &(&s.rate * &s.latency),
+            delay_estimate: &sum_b / &s.rate + &s.latency,
+            spec_port: st.spec_port.clone(),
+        }
+    }
+
+    /// Every bound, as the state holds it.
+    pub fn snapshot(&self) -> Report {
+        let mut flows: Vec<&FlowSlot> = self.flows.iter().flatten().collect();
+        flows.sort_by_key(|f| f.seq);
+        Report {
+            flows: flows
+                .iter()
+                .map(|f| self.bounds_of(&f.def, &f.st))
+                .collect(),
+            servers: (0..self.servers.len())
+                .map(|j| self.server_bounds_of(j, &self.sstate[j]))
+                .collect(),
+        }
+    }
+
+    /// Every bound recomputed from scratch (what the incremental state must equal).
+    pub fn full_reanalysis(&self) -> Report {
+        let mut copy = self.clone();
+        copy.reanalyse_all();
+        copy.snapshot()
+    }
+
+    /// The network as it stands (servers, and the admitted flows in order).
+    pub fn network(&self) -> Network {
+        let mut flows: Vec<&FlowSlot> = self.flows.iter().flatten().collect();
+        flows.sort_by_key(|f| f.seq);
+        Network {
+            servers: self.servers.clone(),
+            flows: flows.iter().map(|f| f.def.clone()).collect(),
+        }
+    }
+
+    /// Number of admitted flows.
+    pub fn len(&self) -> usize {
+        self.flow_index.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.flow_index.is_empty()
+    }
+}
+
+/// The SPEC §4 port (loeser Eq. 2–7) when every arrival curve is a T-SPEC whose peak
+/// is the port rate, or a token bucket.
+fn spec_port(rate: &Q, latency: &Q, arrivals: &[Curve]) -> Option<FifoPort> {
+    let mut flows = Vec::with_capacity(arrivals.len());
+    for a in arrivals {
+        let (r, b) = a.token_bucket_envelope();
+        match a.slopes() {
+            [c, _] if c == rate => {}
+            [_] => {}
+            _ => return None,
+        }
+        flows.push(PortFlow::new(r, b, a.burst().clone()));
+    }
+    fifo_port(rate, latency, &flows).ok()
+}
+
+/// Analyses a whole network once.
+pub fn analyse(net: &Network) -> Result<Report, InputError> {
+    Ok(Admission::new(net)?.snapshot())
+}

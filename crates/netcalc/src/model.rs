@@ -1,0 +1,313 @@
+//! The network: rate-latency servers and shaped flows, and the checks that make the
+//! analyses well defined (positive rates, bursts not below the packet size, known
+//! servers, stability, no cycles).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use crate::curve::Curve;
+use crate::q::Q;
+use crate::units::{Shown, Unit};
+
+/// How a server shares its rate among the flows crossing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Multiplexing {
+    /// First in, first out: every bit waits for the bits that arrived before it.
+    Fifo,
+    /// Any order (blind multiplexing): a flow may be served last. Needs a strict
+    /// service curve.
+    Arbitrary,
+}
+
+impl Multiplexing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Multiplexing::Fifo => "fifo",
+            Multiplexing::Arbitrary => "arbitrary",
+        }
+    }
+}
+
+/// A server (a switch output port, a link): rate-latency service `R (t − T)+`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub name: String,
+    /// `R`, bit/s.
+    pub rate: Q,
+    /// `T`, seconds.
+    pub latency: Q,
+    /// Buffer available to this server's queue, bits.
+    pub buffer: Option<Q>,
+    pub multiplexing: Multiplexing,
+}
+
+/// A shaped flow: T-SPEC `(C, M, r, b)` along a path of servers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flow {
+    pub name: String,
+    /// Server names, in the order the flow crosses them.
+    pub path: Vec<String>,
+    /// Sustained rate `r`, bit/s.
+    pub rate: Q,
+    /// Bucket `b`, bits.
+    pub burst: Q,
+    /// Peak (line) rate `C`, bit/s.
+    pub peak: Option<Q>,
+    /// Largest packet `M`, bits.
+    pub max_packet: Option<Q>,
+    /// Required end-to-end delay bound, seconds.
+    pub deadline: Option<Q>,
+}
+
+impl Flow {
+    /// The flow's arrival curve at its first server: `min(C t + M, r t + b)` with a
+    /// peak rate, `r t + b` without.
+    pub fn arrival_curve(&self) -> Curve {
+        match (&self.peak, &self.max_packet) {
+            (Some(c), Some(m)) => {
+                Curve::tspec(c.clone(), m.clone(), self.rate.clone(), self.burst.clone())
+            }
+            _ => Curve::token_bucket(self.rate.clone(), self.burst.clone()),
+        }
+    }
+}
+
+/// A whole network.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Network {
+    pub servers: Vec<Server>,
+    pub flows: Vec<Flow>,
+}
+
+/// The place of a value in the input: `server[1] "s1".rate`,
+/// `flow[2] "f2".path[1]`, `flow[0]` (the whole entry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// `"server"` or `"flow"`.
+    pub table: &'static str,
+    /// Position in the file (the admission API names a new flow without one).
+    pub index: Option<usize>,
+    pub name: Option<String>,
+    pub key: Option<String>,
+    /// Element of an array value (`path[1]`).
+    pub element: Option<usize>,
+}
+
+impl Field {
+    pub fn new(table: &'static str, index: Option<usize>, name: Option<&str>) -> Field {
+        Field {
+            table,
+            index,
+            name: name.filter(|n| !n.is_empty()).map(str::to_string),
+            key: None,
+            element: None,
+        }
+    }
+    pub fn key(mut self, key: &str) -> Field {
+        self.key = Some(key.to_string());
+        self
+    }
+    pub fn element(mut self, i: usize) -> Field {
+        self.element = Some(i);
+        self
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.table)?;
+        if let Some(i) = self.index {
+            write!(f, "[{i}]")?;
+        }
+        if let Some(n) = &self.name {
+            write!(f, " \"{n}\"")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, ".{k}")?;
+        }
+        if let Some(e) = self.element {
+            write!(f, "[{e}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Input that cannot be analysed: which field and why, and where in the file when the
+/// network came from one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputError {
+    /// The offending field, when one can be named.
+    pub field: Option<Field>,
+    pub message: String,
+    /// 1-based line and column in the TOML text.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl InputError {
+    pub fn at(field: Field, message: impl Into<String>) -> InputError {
+        InputError {
+            field: Some(field),
+            message: message.into(),
+            line: None,
+            column: None,
+        }
+    }
+    pub fn general(message: impl Into<String>) -> InputError {
+        InputError {
+            field: None,
+            message: message.into(),
+            line: None,
+            column: None,
+        }
+    }
+}
+
+impl fmt::Display for InputError {
+    /// `line 12: flow[2] "f2".path[1]: unknown server "s9"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(l) = self.line {
+            write!(f, "line {l}: ")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+pub(crate) fn rate_text(r: &Q) -> String {
+    Shown::new(r, Unit::Mbps).to_string()
+}
+
+/// Checks one server on its own.
+pub(crate) fn check_server(s: &Server, field: &dyn Fn(&str) -> Field) -> Result<(), InputError> {
+    if s.name.is_empty() {
+        return Err(InputError::at(field("name"), "must not be empty"));
+    }
+    if !s.rate.is_positive() {
+        return Err(InputError::at(
+            field("rate"),
+            format!("must be above 0, got {}", rate_text(&s.rate)),
+        ));
+    }
+    if s.latency.is_negative() {
+        return Err(InputError::at(field("latency"), "must not be negative"));
+    }
+    if let Some(b) = &s.buffer {
+        if !b.is_positive() {
+            return Err(InputError::at(field("buffer"), "must be above 0"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks one flow on its own and resolves its path to server indices.
+pub(crate) fn check_flow(
+    f: &Flow,
+    servers: &HashMap<String, usize>,
+    field: &dyn Fn(&str) -> Field,
+) -> Result<Vec<usize>, InputError> {
+    if f.name.is_empty() {
+        return Err(InputError::at(field("name"), "must not be empty"));
+    }
+    if f.path.is_empty() {
+        return Err(InputError::at(
+            field("path"),
+            "must name at least one server",
+        ));
+    }
+    let mut path = Vec::with_capacity(f.path.len());
+    let mut seen = HashSet::new();
+    for (i, s) in f.path.iter().enumerate() {
+        let Some(&idx) = servers.get(s) else {
+            return Err(InputError::at(
+                field("path").element(i),
+                format!("unknown server \"{s}\""),
+            ));
+        };
+        if !seen.insert(idx) {
+            return Err(InputError::at(
+                field("path").element(i),
+                format!("server \"{s}\" appears twice: a path that loops is a cyclic network (out of scope)"),
+            ));
+        }
+        path.push(idx);
+    }
+    if !f.rate.is_positive() {
+        return Err(InputError::at(
+            field("rate"),
+            format!("must be above 0, got {}", rate_text(&f.rate)),
+        ));
+    }
+    if !f.burst.is_positive() {
+        return Err(InputError::at(field("burst"), "must be above 0"));
+    }
+    if let Some(c) = &f.peak {
+        if !c.is_positive() {
+            return Err(InputError::at(
+                field("peak"),
+                format!("must be above 0, got {}", rate_text(c)),
+            ));
+        }
+        if c < &f.rate {
+            return Err(InputError::at(
+                field("peak"),
+                format!(
+                    "{} is below the sustained rate {}",
+                    rate_text(c),
+                    rate_text(&f.rate)
+                ),
+            ));
+        }
+        if f.max_packet.is_none() {
+            return Err(InputError::at(
+                field("max_packet"),
+                "required with a peak rate (the M of the T-SPEC (C, M, r, b))",
+            ));
+        }
+    }
+    if let Some(m) = &f.max_packet {
+        if !m.is_positive() {
+            return Err(InputError::at(field("max_packet"), "must be above 0"));
+        }
+        if &f.burst < m {
+            return Err(InputError::at(
+                field("burst"),
+                format!(
+                    "{} is below max_packet {}: the bucket must hold a whole packet",
+                    Shown::new(&f.burst, Unit::Bytes),
+                    Shown::new(m, Unit::Bytes)
+                ),
+            ));
+        }
+    }
+    if let Some(d) = &f.deadline {
+        if !d.is_positive() {
+            return Err(InputError::at(field("deadline"), "must be above 0"));
+        }
+    }
+    Ok(path)
+}
+
+/// The message for a server whose flows need more than its rate.
+pub(crate) fn overload_message(server: &Server, load: &Q, flows: &[(&str, &Q)]) -> String {
+    let list: Vec<String> = flows
+        .iter()
+        .map(|(n, r)| format!("{n} {}", rate_text(r)))
+        .collect();
+    format!(
+        "the flows through \"{}\" need {} in sum, more than its rate {} (unstable): {}",
+        server.name,
+        rate_text(load),
+        rate_text(&server.rate),
+        list.join(", ")
+    )
+}
+
+/// `s1 → s2 → s1 (out of scope)`.
+pub(crate) fn cycle_message(names: &[String]) -> String {
+    format!("cyclic network: {} (out of scope)", names.join(" → "))
+}

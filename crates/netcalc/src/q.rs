@@ -1,0 +1,485 @@
+//! `Q`: exact rational numbers that never overflow silently.
+//!
+//! Bounds are compared against deadlines and buffers, and an admission decision must
+//! not depend on rounding, so every quantity is an exact fraction. Most values fit a
+//! pair of `i128` (the fast path: no allocation); an operation whose result would
+//! overflow is redone on big integers, and a big result that fits again is brought
+//! back to the fast path. The representation is canonical (lowest terms, positive
+//! denominator, small whenever it fits), so derived equality is value equality.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+use num_bigint::BigInt;
+use num_rational::BigRational;
+use num_traits::{One, Signed, ToPrimitive, Zero};
+
+/// An exact rational number.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Q(Repr);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Repr {
+    /// `n / d` in lowest terms, `d > 0`, neither equal to `i128::MIN` (so negation and
+    /// `abs` cannot overflow).
+    Small(i128, i128),
+    /// Only values that do not fit `Small`.
+    Big(Box<BigRational>),
+}
+
+fn gcd_u128(mut a: u128, mut b: u128) -> u128 {
+    if a == 0 {
+        return b;
+    }
+    if b == 0 {
+        return a;
+    }
+    let shift = (a | b).trailing_zeros();
+    a >>= a.trailing_zeros();
+    loop {
+        b >>= b.trailing_zeros();
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        b -= a;
+        if b == 0 {
+            return a << shift;
+        }
+    }
+}
+
+/// gcd of two `i128` that are not `i128::MIN`, as `i128` (always fits then).
+fn gcd(a: i128, b: i128) -> i128 {
+    gcd_u128(a.unsigned_abs(), b.unsigned_abs()) as i128
+}
+
+fn fits(v: i128) -> bool {
+    v != i128::MIN
+}
+
+impl Q {
+    /// Zero.
+    pub fn zero() -> Q {
+        Q(Repr::Small(0, 1))
+    }
+    /// One.
+    pub fn one() -> Q {
+        Q(Repr::Small(1, 1))
+    }
+    /// A whole number.
+    pub fn int(v: i64) -> Q {
+        Q(Repr::Small(v as i128, 1))
+    }
+    /// `n / d`; `None` when `d` is zero.
+    pub fn ratio(n: i128, d: i128) -> Option<Q> {
+        if d == 0 {
+            return None;
+        }
+        Some(Self::small_or_big(n, d))
+    }
+    /// From big integers; `None` when `d` is zero.
+    pub fn from_big(n: BigInt, d: BigInt) -> Option<Q> {
+        if d.is_zero() {
+            return None;
+        }
+        Some(Self::from_big_rational(BigRational::new(n, d)))
+    }
+
+    fn small_or_big(n: i128, d: i128) -> Q {
+        if fits(n) && fits(d) {
+            let g = gcd(n, d);
+            let (mut n, mut d) = (n / g, d / g);
+            if d < 0 {
+                n = -n;
+                d = -d;
+            }
+            Q(Repr::Small(n, d))
+        } else {
+            Self::from_big_rational(BigRational::new(BigInt::from(n), BigInt::from(d)))
+        }
+    }
+
+    fn from_big_rational(r: BigRational) -> Q {
+        // `BigRational::new` and the arithmetic keep lowest terms and a positive
+        // denominator.
+        match (r.numer().to_i128(), r.denom().to_i128()) {
+            (Some(n), Some(d)) if fits(n) && fits(d) => Q(Repr::Small(n, d)),
+            _ => Q(Repr::Big(Box::new(r))),
+        }
+    }
+
+    fn to_big(&self) -> BigRational {
+        match &self.0 {
+            Repr::Small(n, d) => BigRational::new_raw(BigInt::from(*n), BigInt::from(*d)),
+            Repr::Big(b) => (**b).clone(),
+        }
+    }
+
+    /// Numerator and denominator (lowest terms, denominator positive).
+    pub fn parts(&self) -> (BigInt, BigInt) {
+        match &self.0 {
+            Repr::Small(n, d) => (BigInt::from(*n), BigInt::from(*d)),
+            Repr::Big(b) => (b.numer().clone(), b.denom().clone()),
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        matches!(self.0, Repr::Small(0, _))
+    }
+    pub fn is_positive(&self) -> bool {
+        match &self.0 {
+            Repr::Small(n, _) => *n > 0,
+            Repr::Big(b) => b.is_positive(),
+        }
+    }
+    pub fn is_negative(&self) -> bool {
+        match &self.0 {
+            Repr::Small(n, _) => *n < 0,
+            Repr::Big(b) => b.is_negative(),
+        }
+    }
+    /// Whether the value is held in the allocation-free representation.
+    pub fn is_small(&self) -> bool {
+        matches!(self.0, Repr::Small(..))
+    }
+
+    /// `self / rhs`, or `None` when `rhs` is zero.
+    pub fn checked_div(&self, rhs: &Q) -> Option<Q> {
+        if rhs.is_zero() {
+            return None;
+        }
+        Some(self.mul_ref(&rhs.recip_nonzero()))
+    }
+
+    fn recip_nonzero(&self) -> Q {
+        match &self.0 {
+            Repr::Small(n, d) => {
+                if *n < 0 {
+                    Q(Repr::Small(-*d, -*n))
+                } else {
+                    Q(Repr::Small(*d, *n))
+                }
+            }
+            Repr::Big(b) => Self::from_big_rational(b.recip()),
+        }
+    }
+
+    pub fn add_ref(&self, rhs: &Q) -> Q {
+        if let (Repr::Small(a, b), Repr::Small(c, d)) = (&self.0, &rhs.0) {
+            if let Some(q) = add_small(*a, *b, *c, *d) {
+                return q;
+            }
+        }
+        Self::from_big_rational(self.to_big() + rhs.to_big())
+    }
+
+    pub fn sub_ref(&self, rhs: &Q) -> Q {
+        self.add_ref(&rhs.neg_ref())
+    }
+
+    pub fn mul_ref(&self, rhs: &Q) -> Q {
+        if let (Repr::Small(a, b), Repr::Small(c, d)) = (&self.0, &rhs.0) {
+            if let Some(q) = mul_small(*a, *b, *c, *d) {
+                return q;
+            }
+        }
+        Self::from_big_rational(self.to_big() * rhs.to_big())
+    }
+
+    pub fn neg_ref(&self) -> Q {
+        match &self.0 {
+            Repr::Small(n, d) => Q(Repr::Small(-*n, *d)),
+            Repr::Big(b) => Self::from_big_rational(-(**b).clone()),
+        }
+    }
+
+    pub fn abs(&self) -> Q {
+        if self.is_negative() {
+            self.neg_ref()
+        } else {
+            self.clone()
+        }
+    }
+
+    pub fn min(self, other: Q) -> Q {
+        if other < self {
+            other
+        } else {
+            self
+        }
+    }
+    pub fn max(self, other: Q) -> Q {
+        if other > self {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The nearest `f64` (for display next to the exact value).
+    pub fn to_f64(&self) -> f64 {
+        match &self.0 {
+            Repr::Small(n, d) => {
+                if n.unsigned_abs() < (1u128 << 53) && *d < (1i128 << 53) {
+                    *n as f64 / *d as f64
+                } else {
+                    big_to_f64(&BigInt::from(*n), &BigInt::from(*d))
+                }
+            }
+            Repr::Big(b) => big_to_f64(b.numer(), b.denom()),
+        }
+    }
+
+    /// Largest integer not above the value.
+    pub fn floor(&self) -> BigInt {
+        let b = self.to_big();
+        b.floor().to_integer()
+    }
+}
+
+/// `n / d` as the nearest-ish `f64` without overflowing to infinity for huge parts:
+/// both are scaled down to 64 significant bits first.
+fn big_to_f64(n: &BigInt, d: &BigInt) -> f64 {
+    let shift = |x: &BigInt| x.bits().saturating_sub(64);
+    let (sn, sd) = (shift(n), shift(d));
+    let nf = (n >> sn).to_f64().unwrap_or(f64::NAN);
+    let df = (d >> sd).to_f64().unwrap_or(f64::NAN);
+    let exp = sn as i64 - sd as i64;
+    let exp = exp.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+    nf / df * 2f64.powi(exp)
+}
+
+fn add_small(a: i128, b: i128, c: i128, d: i128) -> Option<Q> {
+    if b == d {
+        let n = a.checked_add(c)?;
+        return fits(n).then(|| Q::small_or_big(n, b));
+    }
+    // Knuth 4.5.1: with g = gcd(b, d), a/b + c/d = (a d' + c b') / (b' d) where
+    // b' = b/g, d' = d/g; the result's gcd divides g.
+    let g = gcd(b, d);
+    let (b1, d1) = (b / g, d / g);
+    let n = a.checked_mul(d1)?.checked_add(c.checked_mul(b1)?)?;
+    if !fits(n) {
+        return None;
+    }
+    let g2 = gcd(n, g);
+    let den = b1.checked_mul(d / g2)?;
+    (fits(den)).then(|| Q(Repr::Small(n / g2, den)))
+}
+
+fn mul_small(a: i128, b: i128, c: i128, d: i128) -> Option<Q> {
+    if a == 0 || c == 0 {
+        return Some(Q::zero());
+    }
+    let g1 = gcd(a, d);
+    let g2 = gcd(c, b);
+    let n = (a / g1).checked_mul(c / g2)?;
+    let den = (b / g2).checked_mul(d / g1)?;
+    (fits(n) && fits(den)).then(|| Q(Repr::Small(n, den)))
+}
+
+impl Ord for Q {
+    fn cmp(&self, other: &Q) -> Ordering {
+        if let (Repr::Small(a, b), Repr::Small(c, d)) = (&self.0, &other.0) {
+            if b == d {
+                return a.cmp(c);
+            }
+            let (sa, sc) = (a.signum(), c.signum());
+            if sa != sc {
+                return sa.cmp(&sc);
+            }
+            if let (Some(x), Some(y)) = (a.checked_mul(*d), c.checked_mul(*b)) {
+                return x.cmp(&y);
+            }
+        }
+        self.to_big().cmp(&other.to_big())
+    }
+}
+
+impl PartialOrd for Q {
+    fn partial_cmp(&self, other: &Q) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Default for Q {
+    fn default() -> Q {
+        Q::zero()
+    }
+}
+
+impl From<i64> for Q {
+    fn from(v: i64) -> Q {
+        Q::int(v)
+    }
+}
+
+impl fmt::Display for Q {
+    /// `n` for whole numbers, `n/d` otherwise (SPEC §7's exact form).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Small(n, 1) => write!(f, "{n}"),
+            Repr::Small(n, d) => write!(f, "{n}/{d}"),
+            Repr::Big(b) if b.denom().is_one() => write!(f, "{}", b.numer()),
+            Repr::Big(b) => write!(f, "{}/{}", b.numer(), b.denom()),
+        }
+    }
+}
+
+impl fmt::Debug for Q {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+macro_rules! binop {
+    ($tr:ident, $m:ident, $imp:ident) => {
+        impl $tr<&Q> for &Q {
+            type Output = Q;
+            fn $m(self, rhs: &Q) -> Q {
+                self.$imp(rhs)
+            }
+        }
+        impl $tr<Q> for Q {
+            type Output = Q;
+            fn $m(self, rhs: Q) -> Q {
+                self.$imp(&rhs)
+            }
+        }
+        impl $tr<&Q> for Q {
+            type Output = Q;
+            fn $m(self, rhs: &Q) -> Q {
+                self.$imp(rhs)
+            }
+        }
+        impl $tr<Q> for &Q {
+            type Output = Q;
+            fn $m(self, rhs: Q) -> Q {
+                self.$imp(&rhs)
+            }
+        }
+    };
+}
+binop!(Add, add, add_ref);
+binop!(Sub, sub, sub_ref);
+binop!(Mul, mul, mul_ref);
+
+/// Division by a value the caller has established to be non-zero (a validated rate,
+/// a positive residual rate). Like integer division, a zero divisor is a bug and
+/// panics; inputs never reach it because validation rejects zero rates first.
+fn div_nonzero(a: &Q, b: &Q) -> Q {
+    match a.checked_div(b) {
+        Some(q) => q,
+        None => panic!("netcalc: division by zero (a validated non-zero divisor was zero)"),
+    }
+}
+
+impl Div<&Q> for &Q {
+    type Output = Q;
+    fn div(self, rhs: &Q) -> Q {
+        div_nonzero(self, rhs)
+    }
+}
+impl Div<Q> for Q {
+    type Output = Q;
+    fn div(self, rhs: Q) -> Q {
+        div_nonzero(&self, &rhs)
+    }
+}
+impl Div<&Q> for Q {
+    type Output = Q;
+    fn div(self, rhs: &Q) -> Q {
+        div_nonzero(&self, rhs)
+    }
+}
+impl Div<Q> for &Q {
+    type Output = Q;
+    fn div(self, rhs: Q) -> Q {
+        div_nonzero(self, &rhs)
+    }
+}
+
+impl Neg for Q {
+    type Output = Q;
+    fn neg(self) -> Q {
+        self.neg_ref()
+    }
+}
+impl Neg for &Q {
+    type Output = Q;
+    fn neg(self) -> Q {
+        self.neg_ref()
+    }
+}
+
+impl std::iter::Sum for Q {
+    fn sum<I: Iterator<Item = Q>>(iter: I) -> Q {
+        iter.fold(Q::zero(), |a, b| a + b)
+    }
+}
+impl<'a> std::iter::Sum<&'a Q> for Q {
+    fn sum<I: Iterator<Item = &'a Q>>(iter: I) -> Q {
+        iter.fold(Q::zero(), |a, b| a + b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(n: i128, d: i128) -> Q {
+        Q::ratio(n, d).unwrap()
+    }
+
+    #[test]
+    fn lowest_terms_and_display() {
+        assert_eq!(q(1930, 24).to_string(), "965/12");
+        assert_eq!(q(6, -4).to_string(), "-3/2");
+        assert_eq!(q(10, 5).to_string(), "2");
+        assert_eq!(q(1, 3) + q(1, 6), q(1, 2));
+        assert_eq!(q(1, 3) - q(1, 2), q(-1, 6));
+        assert_eq!(q(2, 3) * q(9, 4), q(3, 2));
+        assert_eq!(q(2, 3) / q(4, 9), q(3, 2));
+        assert!(q(1, 3) < q(1, 2));
+        assert!(q(-1, 3) > q(-1, 2));
+        assert_eq!(Q::ratio(1, 0), None);
+        assert_eq!(q(1, 3).checked_div(&Q::zero()), None);
+    }
+
+    #[test]
+    fn overflow_goes_big_and_comes_back() {
+        let big = q(i128::MAX, 1);
+        let sum = &big + &big;
+        assert!(!sum.is_small());
+        assert_eq!(sum.to_string(), "340282366920938463463374607431768211454");
+        let back = &sum - &big;
+        assert!(back.is_small());
+        assert_eq!(back, big);
+        // MIN never appears in the small form.
+        let min = q(i128::MIN + 1, 1) - Q::one();
+        assert!(!min.is_small());
+        assert_eq!(-(-min.clone()), min);
+        let tiny = q(1, i128::MAX) * q(1, i128::MAX);
+        assert!(!tiny.is_small());
+        assert!(tiny > Q::zero() && tiny < q(1, i128::MAX));
+        assert!((tiny.to_f64() - 1.0 / (i128::MAX as f64).powi(2)).abs() < 1e-90);
+        assert_eq!((tiny * q(i128::MAX, 1)) * q(i128::MAX, 1), Q::one());
+    }
+
+    #[test]
+    fn comparisons_across_representations() {
+        let a = q(i128::MAX - 1, i128::MAX);
+        let b = q(i128::MAX - 2, i128::MAX - 1);
+        assert!(a > b);
+        let big = q(i128::MAX, 1) + q(i128::MAX, 1);
+        assert!(big > a);
+        assert!(-big.clone() < -a.clone());
+        assert_eq!(big.cmp(&big.clone()), Ordering::Equal);
+    }
+
+    #[test]
+    fn float_value() {
+        assert!((q(965, 12).to_f64() - 80.416_666_666_666_67).abs() < 1e-12);
+    }
+}
