@@ -357,6 +357,11 @@ impl Shaper {
         self.stats
     }
 
+    /// When the last packet sent was released (`None` before the first).
+    pub fn last_release(&self) -> Option<i64> {
+        self.last_release
+    }
+
     /// When a packet of `bytes`, ready at `ready_ns`, may leave; `None` if it never
     /// conforms (larger than the bucket).
     pub fn plan(&self, ready_ns: i64, bytes: u64) -> Option<Release> {
@@ -436,9 +441,14 @@ impl SymmetricBurst {
         self.start_ns
     }
 
-    /// When the next packet leaves.
+    /// When the next packet leaves. It is ready when the one before it has left (or
+    /// at the start), so its wait is the time it spends waiting for a refill.
     pub fn next(&self) -> Option<Release> {
-        self.shaper.plan(self.start_ns, self.packet)
+        let ready = self
+            .shaper
+            .last_release()
+            .map_or(self.start_ns, |l| l.max(self.start_ns));
+        self.shaper.plan(ready, self.packet)
     }
 
     /// The packet of `release` left at `now_ns` (see [`Shaper::send`]).
@@ -676,8 +686,18 @@ mod tests {
             times.push(r.at_ns / MS);
         }
         assert_eq!(times, vec![5, 5, 5, 5, 15, 15, 25, 25, 35, 35]);
+        // Three packets waited, 10 ms each (the first of each refill).
         let st = src.shaper().stats();
-        assert_eq!((st.sent, st.sent_bytes, st.delayed), (10, 500, 6));
+        assert_eq!(
+            (
+                st.sent,
+                st.sent_bytes,
+                st.delayed,
+                st.max_wait_ns,
+                st.total_wait_ns
+            ),
+            (10, 500, 3, 10 * MS, 30 * MS)
+        );
         // A late sender does not gain anything: 3 boundaries passed, bucket capped.
         let r = src.next().unwrap();
         assert_eq!(r.at_ns, 45 * MS);
