@@ -14,6 +14,20 @@
 //! regardless once [`DRAIN_FORCE`] are waiting, so the queue never overflows), and
 //! once more at the end.
 //!
+//! **Shaping** (`--shape RATE,BUCKET[,TS]`, SPEC §4, loeser §3): a packet leaves when
+//! the pacer says *and* the token bucket of [`lockstep_core::shaper`] — refilled once
+//! per shaping interval `TS` — holds its size, charged as its Ethernet frame (payload +
+//! UDP + IP + 14-byte Ethernet header, as loeser counts). A packet that waits for
+//! tokens carries the instant it was released as its `t0`, so a sink measures the
+//! network part; the wait itself is in the report (`shaper.delayed`, `max_wait_ns`).
+//! Shaped streams never skip slots unless `--max-behind` is given (the bucket already
+//! bounds every burst). `--symmetric-burst` (loeser §4.1) drops the pacer: the sender
+//! empties its full bucket at the start and then sends whatever each refill allows — the
+//! worst case a port sees when every source does it at the same instant
+//! (`--start-at-ns`). The sender's CPU time (getrusage, user + system) is reported
+//! with every run, per shaping interval when shaped (loeser Table 5); use `--strategy
+//! sleep` to measure it (the hybrid strategy spins).
+//!
 //! The pacing strategy defaults to `hybrid` here (sleep until `--margin` before the
 //! slot, then spin): plain sleeping pays the full timer wake-up latency on every
 //! packet, and at 100 kpps a 50 µs margin means the sender spins most of the time,
@@ -24,12 +38,16 @@ use std::time::Duration as StdDuration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use lockstep_core::measure::pacer::{self, Pacer, DEFAULT_MAX_BEHIND};
+use lockstep_core::measure::pacer::{self, Pacer, PacerCounters, DEFAULT_MAX_BEHIND};
 use lockstep_core::sched::WaitStrategy;
+use lockstep_core::shaper::{
+    exact_bytes, Release, Shaper, ShaperError, ShaperStats, SymmetricBurst, TokenBucket,
+};
 use lockstep_core::stats::Histogram;
-use lockstep_core::units::{PacketRate, Size};
+use lockstep_core::units::{BitRate, PacketRate, Size};
 use lockstep_core::wire::{ProbePacket, ProbeRepr, HEADER_LEN};
 use lockstep_core::{Duration, Instant};
+use lockstep_linux::rusage::{self, CpuTime};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{TimestampConfig, UdpSocket};
 use lockstep_linux::ClockMap;
@@ -63,6 +81,15 @@ const FINAL_DRAIN: StdDuration = StdDuration::from_millis(200);
 const DEFAULT_PERIOD: Duration = Duration::from_micros(100);
 /// Default run length.
 const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// Default shaping interval of `--shape` (the tick of a 1 kHz kernel, loeser's middle
+/// setting).
+const DEFAULT_SHAPING_INTERVAL: Duration = Duration::from_millis(1);
+/// What a UDP datagram adds to its payload on Ethernet: UDP header 8 B, Ethernet
+/// header 14 B (no FCS, preamble or gap — loeser's 1514-byte frames), plus the IP
+/// header ([`IPV4_HEADER`] or [`IPV6_HEADER`]).
+const UDP_ETHERNET_OVERHEAD: u64 = 8 + 14;
+const IPV4_HEADER: u64 = 20;
+const IPV6_HEADER: u64 = 40;
 
 /// Named stream profiles; explicit flags override their values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -114,9 +141,22 @@ pub struct StreamArgs {
     #[arg(long, value_name = "NAME")]
     pub preset: Option<Preset>,
     /// Catch-up bound: a late sender sends the missed slots at once, but skips all
-    /// but this many (0 = never catch up).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BEHIND)]
-    pub max_behind: u64,
+    /// but this many (0 = never catch up). Default 16; unbounded with --shape.
+    #[arg(long, value_name = "N")]
+    pub max_behind: Option<u64>,
+    /// Shape with a token bucket refilled once per shaping interval: RATE,BUCKET[,TS],
+    /// e.g. 40Mbit/s,10kB,1ms (TS defaults to 1ms). The bucket must hold RATE*TS plus
+    /// one packet (its Ethernet frame: payload + 42 bytes over IPv4).
+    #[arg(long, value_name = "RATE,BUCKET[,TS]", value_parser = parse_shape)]
+    pub shape: Option<ShapeSpec>,
+    /// Symmetric burst (loeser 4.1): empty the full bucket at the start, then send as
+    /// fast as the bucket allows (instead of --rate/--period).
+    #[arg(long, requires = "shape", conflicts_with_all = ["rate", "period", "preset"])]
+    pub symmetric_burst: bool,
+    /// Start at this instant (nanoseconds of --clock) instead of 1 ms from now, so
+    /// several senders start (and burst) together.
+    #[arg(long, value_name = "NS")]
+    pub start_at_ns: Option<i64>,
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
@@ -141,6 +181,53 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     Err(format!(
         "expected ADDR:PORT like 127.0.0.1:9000 or [::1]:9000, got \"{s}\""
     ))
+}
+
+/// The parameters of `--shape RATE,BUCKET[,TS]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShapeSpec {
+    pub rate: BitRate,
+    pub bucket: Size,
+    pub ts: Duration,
+}
+
+/// `RATE,BUCKET[,TS]`, e.g. `40Mbit/s,10kB,1ms`; each part parsed exactly.
+pub(crate) fn parse_shape(s: &str) -> Result<ShapeSpec, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let (rate, bucket, ts) = match parts.as_slice() {
+        [r, b] => (*r, *b, None),
+        [r, b, t] => (*r, *b, Some(*t)),
+        _ => {
+            return Err(format!(
+                "expected RATE,BUCKET[,TS] like 40Mbit/s,10kB,1ms, got \"{s}\""
+            ))
+        }
+    };
+    let rate = rate.parse::<BitRate>().map_err(|e| format!("rate: {e}"))?;
+    let bucket = bucket.parse::<Size>().map_err(|e| format!("bucket: {e}"))?;
+    let ts = match ts {
+        Some(t) => {
+            let d = Duration::parse(t).map_err(|e| format!("shaping interval: {e}"))?;
+            if !d.is_positive() {
+                return Err(format!(
+                    "shaping interval: expected a positive duration like 1ms, got \"{t}\""
+                ));
+            }
+            d
+        }
+        None => DEFAULT_SHAPING_INTERVAL,
+    };
+    Ok(ShapeSpec { rate, bucket, ts })
+}
+
+/// The Ethernet frame that carries a UDP payload of `payload` bytes to `to`.
+pub(crate) fn wire_bytes(payload: usize, to: &SocketAddr) -> u64 {
+    let ip = if to.is_ipv4() {
+        IPV4_HEADER
+    } else {
+        IPV6_HEADER
+    };
+    payload as u64 + UDP_ETHERNET_OVERHEAD + ip
 }
 
 /// The payload size: `given` (or `default`), checked against `min` (the probe header
@@ -213,6 +300,151 @@ struct StreamConfig {
     clock: lockstep_core::ClockId,
     strategy: WaitStrategy,
     margin_ns: i64,
+    shape: Option<ShapeConfig>,
+    start_at_ns: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct ShapeConfig {
+    rate: BitRate,
+    rate_bps: u64,
+    bucket_bytes: u64,
+    ts_ns: i64,
+    /// What each packet is charged: its Ethernet frame.
+    packet_wire_bytes: u64,
+    symmetric_burst: bool,
+}
+
+/// What the report says about the shaper.
+#[derive(Serialize)]
+struct ShaperReport {
+    rate: BitRate,
+    rate_bps: u64,
+    bucket_bytes: u64,
+    ts_ns: i64,
+    packet_wire_bytes: u64,
+    symmetric_burst: bool,
+    /// Packets of the opening burst (symmetric burst only).
+    burst_packets: Option<u64>,
+    /// `b + r·Ts`: the burst of the smallest token bucket this output conforms to.
+    affine_burst: String,
+    #[serde(flatten)]
+    stats: ShaperStats,
+    /// Mean wait of the delayed packets.
+    mean_wait_ns: Option<i64>,
+    /// Wire bits sent per second over the run (start to end).
+    wire_rate_bps: Option<f64>,
+}
+
+/// The sender's CPU time over the sending loop (getrusage, whole process).
+#[derive(Serialize)]
+struct CpuReport {
+    #[serde(flatten)]
+    time: CpuTime,
+    total_ns: i64,
+    wall_ns: i64,
+    /// CPU time / wall time: the share of one CPU the sender used.
+    load: Option<f64>,
+    /// Shaping intervals in the run and the CPU time per interval (shaped runs).
+    intervals: Option<i64>,
+    per_interval_ns: Option<i64>,
+}
+
+/// What decides when packets go.
+enum Source {
+    /// The constant-rate grid, optionally behind a shaper.
+    Paced {
+        pacer: Pacer,
+        shaper: Option<Shaper>,
+    },
+    /// A symmetric-burst source: greedy behind its bucket.
+    Burst { source: SymmetricBurst, taken: u64 },
+}
+
+impl Source {
+    fn taken(&self) -> u64 {
+        match self {
+            Source::Paced { pacer, .. } => pacer.next_seq(),
+            Source::Burst { taken, .. } => *taken,
+        }
+    }
+
+    /// When the next packet is due, and its shaper release (shaped sources).
+    fn next_due(&self, wire: u64) -> Result<(i64, Option<Release>)> {
+        let never = || anyhow::anyhow!("a {wire}B packet never fits the bucket");
+        match self {
+            Source::Paced { pacer, shaper } => {
+                let due = pacer.next_deadline();
+                match shaper {
+                    Some(sh) => {
+                        let r = sh.plan(due, wire).ok_or_else(never)?;
+                        Ok((r.at_ns, Some(r)))
+                    }
+                    None => Ok((due, None)),
+                }
+            }
+            Source::Burst { source, .. } => {
+                let r = source.next().ok_or_else(never)?;
+                Ok((r.at_ns, Some(r)))
+            }
+        }
+    }
+
+    /// The packet due at `due` is being sent (woke at `wake_ns`): its sequence number,
+    /// frame index and `t0`.
+    fn take(&mut self, wake_ns: i64, due: i64, shaped: bool) -> (u64, u64, i64) {
+        match self {
+            Source::Paced { pacer, .. } => {
+                let slot = pacer.take(wake_ns);
+                (slot.seq, slot.frame, if shaped { due } else { slot.t0_ns })
+            }
+            Source::Burst { taken, .. } => {
+                let seq = *taken;
+                *taken += 1;
+                (seq, seq, due)
+            }
+        }
+    }
+
+    /// The packet left at `now_ns`: the shaper takes its tokens.
+    fn sent(&mut self, release: Option<Release>, t0: i64, now_ns: i64, wire: u64) {
+        match self {
+            Source::Paced { pacer, shaper } => {
+                pacer.record_sent(t0, now_ns);
+                if let (Some(sh), Some(r)) = (shaper.as_mut(), release) {
+                    sh.send(r, now_ns, wire);
+                }
+            }
+            Source::Burst { source, .. } => {
+                if let Some(r) = release {
+                    source.sent(r, now_ns);
+                }
+            }
+        }
+    }
+
+    fn shaper(&self) -> Option<&Shaper> {
+        match self {
+            Source::Paced { shaper, .. } => shaper.as_ref(),
+            Source::Burst { source, .. } => Some(source.shaper()),
+        }
+    }
+
+    fn counters(&self) -> PacerCounters {
+        match self {
+            Source::Paced { pacer, .. } => pacer.counters(),
+            Source::Burst { taken, .. } => PacerCounters {
+                taken: *taken,
+                skipped: 0,
+                late: 0,
+                max_backlog: 0,
+            },
+        }
+    }
+}
+
+fn shaper_error(e: ShaperError) -> anyhow::Error {
+    UsageError(format!("--shape: {e}")).into()
 }
 
 /// Send errors by kind; none is fatal.
@@ -345,22 +577,41 @@ fn drain_tx(sock: &UdpSocket, map: &ClockMap, book: &mut TxBook, max: usize) -> 
 }
 
 pub fn run(args: StreamArgs) -> Result<()> {
-    let period = match (args.rate, args.period, args.preset) {
-        (Some(r), _, _) => r
+    let default_size = args.preset.map(Preset::size).unwrap_or(HEADER_LEN as u64);
+    let size = check_size(args.size, default_size, HEADER_LEN, "the probe header")?;
+    let wire = wire_bytes(size, &args.to);
+    // The bucket is checked up front (b >= r*Ts + M) so a bad --shape is a usage error.
+    if let Some(sh) = &args.shape {
+        TokenBucket::new(sh.rate, sh.bucket, sh.ts, Size(wire)).map_err(shaper_error)?;
+    }
+    let period = match (args.rate, args.period, args.preset, args.shape) {
+        (Some(r), _, _, _) => r
             .period()
             .ok_or_else(|| UsageError("--rate: must be above 0pps".into()))?,
-        (None, Some(p), _) => p,
-        (None, None, Some(preset)) => preset.period(),
-        (None, None, None) => DEFAULT_PERIOD,
+        (None, Some(p), _, _) => p,
+        (None, None, Some(preset), _) => preset.period(),
+        // A symmetric burst has no grid: its long-term packet rate is the shaper's.
+        (None, None, None, Some(sh)) if args.symmetric_burst => {
+            let ns = (u128::from(wire) * 8_000_000_000).div_ceil(u128::from(sh.rate.bps()));
+            Duration(i64::try_from(ns).unwrap_or(i64::MAX))
+        }
+        (None, None, None, _) => DEFAULT_PERIOD,
     };
     if !period.is_positive() {
         return Err(UsageError(format!("--rate: the period {period} is below 1ns")).into());
     }
-    let default_size = args.preset.map(Preset::size).unwrap_or(HEADER_LEN as u64);
-    let size = check_size(args.size, default_size, HEADER_LEN, "the probe header")?;
     let (duration, count) = args.length.or_default(DEFAULT_DURATION);
-    let target_pps = 1e9 / period.as_nanos() as f64;
+    let target_pps = match (&args.shape, args.symmetric_burst) {
+        (Some(sh), true) => sh.rate.as_f64() / (8.0 * wire as f64),
+        _ => 1e9 / period.as_nanos() as f64,
+    };
     let clock = args.wait.clock;
+    // A shaped stream never needs the catch-up bound: the bucket bounds every burst.
+    let max_behind = args.max_behind.unwrap_or(if args.shape.is_some() {
+        u64::MAX
+    } else {
+        DEFAULT_MAX_BEHIND
+    });
 
     let config = StreamConfig {
         to: args.to.to_string(),
@@ -371,12 +622,21 @@ pub fn run(args: StreamArgs) -> Result<()> {
         dscp: args.dscp,
         flow: args.flow,
         preset: args.preset,
-        max_behind: args.max_behind,
+        max_behind,
         duration_ns: duration.map(|d| d.as_nanos()),
         count,
         clock,
         strategy: args.wait.strategy,
         margin_ns: args.wait.margin.as_nanos(),
+        shape: args.shape.map(|sh| ShapeConfig {
+            rate: sh.rate,
+            rate_bps: sh.rate.bps(),
+            bucket_bytes: sh.bucket.bytes(),
+            ts_ns: sh.ts.as_nanos(),
+            packet_wire_bytes: wire,
+            symmetric_burst: args.symmetric_burst,
+        }),
+        start_at_ns: args.start_at_ns,
     };
     let out = Output::new(&args.output)?;
     let mut doc = ResultDoc::new("probe.stream", &config);
@@ -460,35 +720,66 @@ pub fn run(args: StreamArgs) -> Result<()> {
         args.wait.strategy
     ));
 
-    // Start the grid a little ahead so the first packet is not already late.
+    // Start the grid a little ahead so the first packet is not already late, or at
+    // --start-at-ns.
     let lead = Duration::from_millis(1).max(period);
-    let start = waiter.now().ns.saturating_add(lead.as_nanos());
-    let mut pacer = Pacer::new(start, period, args.max_behind)
-        .map_err(|e| UsageError(format!("--period: {e}")))?;
+    let now = waiter.now().ns;
+    let start = match args.start_at_ns {
+        Some(t) if t >= now => t,
+        Some(t) => {
+            doc.warn(format!(
+                "--start-at-ns {t} had passed when the sender was ready ({} late): started at once",
+                Duration(now.saturating_sub(t))
+            ));
+            now.saturating_add(lead.as_nanos())
+        }
+        None => now.saturating_add(lead.as_nanos()),
+    };
+    let mut source = match (&args.shape, args.symmetric_burst) {
+        (Some(sh), true) => Source::Burst {
+            source: SymmetricBurst::new(sh.rate, sh.bucket, sh.ts, wire, start)
+                .map_err(shaper_error)?,
+            taken: 0,
+        },
+        (shape, _) => Source::Paced {
+            pacer: Pacer::new(start, period, max_behind)
+                .map_err(|e| UsageError(format!("--period: {e}")))?,
+            shaper: match shape {
+                Some(sh) => Some(Shaper::new(
+                    TokenBucket::new(sh.rate, sh.bucket, sh.ts, Size(wire))
+                        .map_err(shaper_error)?
+                        .with_epoch(start),
+                )),
+                None => None,
+            },
+        },
+    };
+    let shaped = args.shape.is_some();
     let end = duration.map(|d| start.saturating_add(d.as_nanos()));
 
     let mut errors = SendErrors::default();
     let mut sent: u64 = 0;
     let mut first_send: Option<i64> = None;
     let mut last_send = 0i64;
+    let cpu_before = rusage::cpu_time(rusage::Who::Process).ok();
 
     loop {
         if stop_requested() {
             break;
         }
-        if count.is_some_and(|c| pacer.next_seq() >= c) {
+        if count.is_some_and(|c| source.taken() >= c) {
             break;
         }
-        let deadline = pacer.next_deadline();
+        let (deadline, release) = source.next_due(wire)?;
         if end.is_some_and(|e| deadline >= e) {
             break;
         }
         let wake = waiter.wait_until(Instant::new(clock, deadline));
-        let slot = pacer.take(wake.ns);
+        let (seq, frame, t0) = source.take(wake.ns, deadline, shaped);
         let mut pkt = ProbePacket::new_unchecked(&mut buf[..]);
-        pkt.set_seq(slot.seq);
-        pkt.set_frame(slot.frame as i64);
-        pkt.set_t0_ns(slot.t0_ns);
+        pkt.set_seq(seq);
+        pkt.set_frame(frame as i64);
+        pkt.set_t0_ns(t0);
         pkt.set_t_wake_ns(wake.ns);
         pkt.set_t_send_ns(0);
         pkt.fill_checksum();
@@ -500,27 +791,28 @@ pub fn run(args: StreamArgs) -> Result<()> {
                 sent += 1;
                 first_send.get_or_insert(t_send);
                 last_send = t_send;
-                pacer.record_sent(slot.t0_ns, t_send);
-                l_i.record(wake.ns.saturating_sub(slot.t0_ns));
+                source.sent(release, t0, t_send, wire);
+                l_i.record(wake.ns.saturating_sub(t0));
                 book.note_sent(Pending {
                     used: true,
                     id,
-                    seq: slot.seq,
-                    frame: slot.frame,
-                    t0: slot.t0_ns,
+                    seq,
+                    frame,
+                    t0,
                     t_wake: wake.ns,
                     t_send,
                 })?;
             }
             Err(e) => errors.count(&e),
         }
-        // Drain TX timestamps one at a time while the next slot leaves room for a
+        // Drain TX timestamps one at a time while the next packet leaves room for a
         // system call, or regardless once many are waiting (the error queue is
         // charged to the receive buffer and drops what does not fit).
         if tx_ts {
+            let next_due = source.next_due(wire)?.0;
             while book.matched + book.unmatched + book.orphans < sent {
                 let waiting = sent - (book.matched + book.unmatched + book.orphans);
-                let slack = pacer.next_deadline().saturating_sub(waiter.now().ns);
+                let slack = next_due.saturating_sub(waiter.now().ns);
                 if waiting < DRAIN_FORCE && slack < DRAIN_SLACK.as_nanos() {
                     break;
                 }
@@ -530,6 +822,11 @@ pub fn run(args: StreamArgs) -> Result<()> {
             }
         }
     }
+    let loop_end = waiter.now().ns;
+    let cpu = match (cpu_before, rusage::cpu_time(rusage::Who::Process).ok()) {
+        (Some(a), Some(b)) => Some(b.since(a)),
+        _ => None,
+    };
 
     // Collect the last TX timestamps.
     if tx_ts {
@@ -544,7 +841,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
     }
     let tx_missing = book.flush_unmatched()? + book.evicted;
 
-    let counters = pacer.counters();
+    let counters = source.counters();
     let achieved = pacer::achieved_pps(sent, first_send.unwrap_or(0), last_send);
     let sustained = pacer::sustained(target_pps, achieved);
     if !sustained {
@@ -557,7 +854,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
     if counters.skipped > 0 {
         doc.warn(format!(
             "{} slots skipped: the sender fell more than --max-behind {} periods behind the grid (up to {} periods)",
-            counters.skipped, args.max_behind, counters.max_backlog
+            counters.skipped, max_behind, counters.max_backlog
         ));
     }
     if counters.late > 0 {
@@ -579,6 +876,12 @@ pub fn run(args: StreamArgs) -> Result<()> {
     if tx_missing > 0 {
         doc.warn(format!(
             "{tx_missing} packets got no TX timestamp (the kernel drops them when the error queue is full)"
+        ));
+    }
+    if shaped && args.wait.strategy != WaitStrategy::Sleep {
+        doc.warn(format!(
+            "the sender's CPU time includes spinning (--strategy {}): use --strategy sleep to measure what shaping costs",
+            args.wait.strategy
         ));
     }
     if tx_ts && book.matched == 0 && sent > 0 {
@@ -603,6 +906,43 @@ pub fn run(args: StreamArgs) -> Result<()> {
     doc.insert("l_i", &l_i_s);
     doc.insert("l_tx_from_send", &tx_send_s);
     doc.insert("l_tx_from_wake", &tx_wake_s);
+    // The run lasted from its start to the end of the sending loop.
+    let wall_ns = loop_end.saturating_sub(start).max(0);
+    let shaper_report = source.shaper().zip(args.shape).map(|(sh, spec)| {
+        let st = sh.stats();
+        ShaperReport {
+            rate: spec.rate,
+            rate_bps: spec.rate.bps(),
+            bucket_bytes: spec.bucket.bytes(),
+            ts_ns: spec.ts.as_nanos(),
+            packet_wire_bytes: wire,
+            symmetric_burst: args.symmetric_burst,
+            burst_packets: match &source {
+                Source::Burst { source, .. } => Some(source.burst_packets()),
+                Source::Paced { .. } => None,
+            },
+            affine_burst: exact_bytes(sh.bucket().affine_burst_nanobits()),
+            stats: st,
+            mean_wait_ns: (st.delayed > 0).then(|| st.total_wait_ns / st.delayed as i64),
+            wire_rate_bps: (wall_ns > 0).then(|| st.sent_bytes as f64 * 8.0 * 1e9 / wall_ns as f64),
+        }
+    });
+    let cpu_report = cpu.map(|time| {
+        let intervals = args
+            .shape
+            .map(|sh| wall_ns / sh.ts.as_nanos())
+            .filter(|&n| n > 0);
+        CpuReport {
+            time,
+            total_ns: time.total_ns(),
+            wall_ns,
+            load: (wall_ns > 0).then(|| time.total_ns() as f64 / wall_ns as f64),
+            intervals,
+            per_interval_ns: intervals.map(|n| time.total_ns() / n),
+        }
+    });
+    doc.insert("shaper", &shaper_report);
+    doc.insert("sender_cpu", &cpu_report);
 
     let samples_path = match book.samples.take() {
         Some(w) => Some(w.finish()?),
@@ -626,6 +966,46 @@ pub fn run(args: StreamArgs) -> Result<()> {
             format!("{} ({} missing)", book.matched, tx_missing),
         ),
     ];
+    if let Some(r) = &shaper_report {
+        lines.push((
+            "shaper",
+            format!(
+                "{} bucket {}B every {}{}: {} delayed (max wait {}), {} refused",
+                r.rate,
+                r.bucket_bytes,
+                Duration(r.ts_ns),
+                if r.symmetric_burst {
+                    format!(
+                        ", symmetric burst of {} packets",
+                        r.burst_packets.unwrap_or(0)
+                    )
+                } else {
+                    String::new()
+                },
+                r.stats.delayed,
+                Duration(r.stats.max_wait_ns),
+                r.stats.refused
+            ),
+        ));
+        if let Some(bps) = r.wire_rate_bps {
+            lines.push(("wire rate", format!("{:.3} Mbit/s", bps / 1e6)));
+        }
+    }
+    if let Some(c) = &cpu_report {
+        let mut t = format!(
+            "{} user + {} sys over {}",
+            Duration(c.time.user_ns),
+            Duration(c.time.sys_ns),
+            Duration(c.wall_ns)
+        );
+        if let Some(load) = c.load {
+            t.push_str(&format!(" ({:.1}% of a CPU)", load * 100.0));
+        }
+        if let (Some(n), Some(per)) = (c.intervals, c.per_interval_ns) {
+            t.push_str(&format!(", {} per shaping interval ({n})", Duration(per)));
+        }
+        lines.push(("sender CPU", t));
+    }
     if let Some(p) = &samples_path {
         lines.push(("samples", p.display().to_string()));
     }
@@ -648,5 +1028,66 @@ pub(crate) fn fmt_rate(pps: f64) -> String {
         format!("{pps:.0}")
     } else {
         format!("{pps:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_specs_parse_exactly() {
+        assert_eq!(
+            parse_shape("40Mbit/s,10kB,1ms").unwrap(),
+            ShapeSpec {
+                rate: BitRate(40_000_000),
+                bucket: Size(10_000),
+                ts: Duration::from_millis(1),
+            }
+        );
+        assert_eq!(
+            parse_shape("20B/us, 2014B").unwrap(),
+            ShapeSpec {
+                rate: BitRate(160_000_000),
+                bucket: Size(2014),
+                ts: DEFAULT_SHAPING_INTERVAL,
+            }
+        );
+        assert_eq!(
+            parse_shape("40Mbit/s").unwrap_err(),
+            "expected RATE,BUCKET[,TS] like 40Mbit/s,10kB,1ms, got \"40Mbit/s\""
+        );
+        assert_eq!(
+            parse_shape("40Mbit/s,1kB,1ms,2").unwrap_err(),
+            "expected RATE,BUCKET[,TS] like 40Mbit/s,10kB,1ms, got \"40Mbit/s,1kB,1ms,2\""
+        );
+        assert_eq!(
+            parse_shape("40mbit,10kB").unwrap_err(),
+            "rate: expected a bit rate like 100Mbit/s or 20B/us (a whole number of bit/s), got \"40mbit\""
+        );
+        assert_eq!(
+            parse_shape("0Mbit/s,10kB").unwrap_err(),
+            "rate: a bit rate must be above 0, got \"0Mbit/s\""
+        );
+        assert_eq!(
+            parse_shape("40Mbit/s,lots").unwrap_err(),
+            "bucket: expected a size like 1514B or 2MB, got \"lots\""
+        );
+        assert_eq!(
+            parse_shape("40Mbit/s,10kB,0ms").unwrap_err(),
+            "shaping interval: expected a positive duration like 1ms, got \"0ms\""
+        );
+        assert!(parse_shape("40Mbit/s,10kB,soon")
+            .unwrap_err()
+            .starts_with("shaping interval: "));
+    }
+
+    #[test]
+    fn packets_are_charged_their_ethernet_frame() {
+        let v4: SocketAddr = "10.0.0.1:9".parse().unwrap();
+        let v6: SocketAddr = "[::1]:9".parse().unwrap();
+        assert_eq!(wire_bytes(1472, &v4), 1514);
+        assert_eq!(wire_bytes(64, &v4), 106);
+        assert_eq!(wire_bytes(1452, &v6), 1514);
     }
 }
