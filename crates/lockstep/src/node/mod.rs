@@ -285,6 +285,10 @@ pub fn run(args: NodeArgs) -> Result<()> {
     };
     let waiter = ctx.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
+    // Sleeps and ppoll timeouts end when asked, not up to 50 µs later.
+    if let Err(e) = lockstep_linux::rt::set_timer_slack(1) {
+        ctx.warn(format!("could not set the timer slack to 1 ns: {e}"));
+    }
     let node = &ctx.file.node;
     ctx.progress(&format!(
         "lockstep node {}: {} ({} mode), TF {} k {}, clock {clock}, strategy {}",
