@@ -11,9 +11,12 @@
 //! `α ⊘ β_res`. A flow's TFA bound is the sum of its hop delays.
 //!
 //! **Separated flow analysis (SFA)**: the flow's residual service at every hop (FIFO:
-//! [`Service::fifo_residual`], arbitrary: [`Service::arbitrary_residual`], the cross
-//! traffic's arrival curves from the TFA) are convolved along the path and the delay
-//! bound is taken once end to end, so the flow pays its burst only once.
+//! [`Service::fifo_residual_token_bucket`], arbitrary: [`Service::arbitrary_residual`],
+//! the cross traffic's arrival curves from the TFA) are convolved along the path and
+//! the delay bound is taken once end to end, so the flow pays its burst only once.
+//!
+//! Every bound only grows when traffic is added (the property tests check it), so a
+//! set of flows that is admissible stays admissible when any of them leaves.
 //!
 //! **Admission** changes only what a flow touches: the servers on its path and
 //! everything downstream of them (their arrival curves change), and the flows crossing
@@ -245,7 +248,8 @@ struct FlowState {
     /// Arrival curve at each hop (index 0: the T-SPEC).
     arrivals: Vec<Curve>,
     hop_delay: Vec<Q>,
-    residual: Vec<Service>,
+    /// Residual service candidates at each hop (one θ per candidate under FIFO).
+    residual: Vec<Vec<Service>>,
     tfa: Q,
     sfa: Q,
 }
@@ -528,14 +532,7 @@ impl Admission {
                 continue;
             };
             fs.tfa = fs.hop_delay.iter().sum();
-            let Some(mut beta) = fs.residual.first().cloned() else {
-                continue;
-            };
-            for r in fs.residual.iter().skip(1) {
-                beta = beta.convolve(r);
-            }
-            // The flow's own arrival curve at its first hop is arrivals[0].
-            fs.sfa = delay_bound(&fs.arrivals[0], &beta).ok_or(Unbounded(first))?;
+            fs.sfa = separated_bound(&fs.arrivals[0], &fs.residual).ok_or(Unbounded(first))?;
         }
         Ok(())
     }
@@ -593,10 +590,10 @@ impl Admission {
             let (residual, hop_delay, out) = match server.multiplexing {
                 Multiplexing::Fifo => {
                     let d = st.fifo_delay.clone().unwrap_or_default();
-                    let res = Service::fifo_residual_best(rate, lat, &cross, alpha, &d)
+                    let res = Service::fifo_residual_token_bucket(rate, lat, &cross)
                         .ok_or(Unbounded(j))?;
                     let out = (k + 1 < hops).then(|| alpha.shift(&d));
-                    (res, d, out)
+                    (vec![res], d, out)
                 }
                 Multiplexing::Arbitrary => {
                     let res = Service::arbitrary_residual(rate, lat, &cross).ok_or(Unbounded(j))?;
@@ -605,13 +602,12 @@ impl Admission {
                         true => Some(alpha.deconvolve(&res).ok_or(Unbounded(j))?),
                         false => None,
                     };
-                    (res, d, out)
+                    (vec![res], d, out)
                 }
             };
             let fs = ov.flows.get_mut(&slot).ok_or(Unbounded(j))?;
             if fs.residual.len() != hops {
-                fs.residual
-                    .resize(hops, Service::rate_latency(Q::one(), Q::zero()));
+                fs.residual.resize(hops, Vec::new());
             }
             fs.residual[k] = residual;
             fs.hop_delay[k] = hop_delay;
@@ -975,6 +971,34 @@ fn spec_port(rate: &Q, latency: &Q, arrivals: &[Curve]) -> Option<FifoPort> {
         flows.push(PortFlow::new(r, b, a.burst().clone()));
     }
     fifo_port(rate, latency, &flows).ok()
+}
+
+/// The separated flow analysis bound of a flow with arrival curve `alpha` at its first
+/// hop and residual service candidates per hop: hop by hop, the candidate that gives
+/// the smallest end-to-end bound so far is convolved in (greedy; every choice is
+/// valid, the greedy one keeps the cost linear in the path length).
+fn separated_bound(alpha: &Curve, hops: &[Vec<Service>]) -> Option<Q> {
+    let mut acc: Option<Service> = None;
+    let mut bound = None;
+    for cands in hops {
+        let mut best: Option<(Q, Service)> = None;
+        for c in cands {
+            let s = match &acc {
+                Some(a) => a.convolve(c),
+                None => c.clone(),
+            };
+            let Some(d) = delay_bound(alpha, &s) else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(bd, _)| &d < bd) {
+                best = Some((d, s));
+            }
+        }
+        let (d, s) = best?;
+        bound = Some(d);
+        acc = Some(s);
+    }
+    bound
 }
 
 /// Analyses a whole network once.

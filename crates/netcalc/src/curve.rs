@@ -598,11 +598,6 @@ impl Service {
         } else {
             offset + &start
         };
-        let segs = if jump.is_positive() {
-            segs
-        } else {
-            segs.into_iter().filter(|(_, r)| r.is_positive()).collect()
-        };
         Some(
             Service {
                 latency,
@@ -648,41 +643,21 @@ impl Service {
         Service::fifo_residual_theta(rate, latency, cross, &theta)
     }
 
-    /// The FIFO residual for the flow of interest `alpha`: the best (smallest local
-    /// delay bound `h(α, β_θ)`) of three classic choices of θ — `T + α_cross(0+)/R`
-    /// (no jump), `T + b_cross/R` (the token-bucket closed form's θ) and the
-    /// aggregate's FIFO delay bound `D` (with which `h(α, β_θ) ≤ D`: the flow never
-    /// does worse than the aggregate). Any θ is valid; this one keeps the search
-    /// cheap.
-    pub fn fifo_residual_best(
-        rate: &Q,
-        latency: &Q,
-        cross: &Curve,
-        alpha: &Curve,
-        aggregate_delay: &Q,
-    ) -> Option<Service> {
-        let (_, b_cross) = cross.token_bucket_envelope();
-        let thetas = [
-            latency + &(cross.burst() / rate),
-            latency + &(&b_cross / rate),
-            aggregate_delay.clone(),
-        ];
-        let mut best: Option<(Q, Service)> = None;
-        for theta in thetas.iter() {
-            if theta < latency {
-                continue;
-            }
-            let Some(s) = Service::fifo_residual_theta(rate, latency, cross, theta) else {
-                continue;
-            };
-            let Some(d) = delay_bound(alpha, &s) else {
-                continue;
-            };
-            if best.as_ref().is_none_or(|(bd, _)| &d < bd) {
-                best = Some((d, s));
-            }
+    /// The classic FIFO residual for token-bucket cross traffic (Le Boudec & Thiran,
+    /// Cor 6.2.3): `β_{R − r, T + b/R}` with `(r, b)` the token-bucket envelope of
+    /// `cross` (the member of the family with `θ = T + b/R`). This is the one the
+    /// separated flow analysis uses: it only shrinks when cross traffic grows, so a
+    /// flow's bound never falls when another flow is admitted (choosing θ per
+    /// configuration, e.g. to exploit the cross traffic's peak rate, can give smaller
+    /// bounds but loses that property, and then removing a flow could break another
+    /// flow's deadline). `None` when the cross traffic takes the whole rate.
+    pub fn fifo_residual_token_bucket(rate: &Q, latency: &Q, cross: &Curve) -> Option<Service> {
+        let (r, b) = cross.token_bucket_envelope();
+        let left = rate - &r;
+        if !left.is_positive() {
+            return None;
         }
-        best.map(|(_, s)| s)
+        Some(Service::rate_latency(left, latency + &(&b / rate)))
     }
 }
 
@@ -934,6 +909,20 @@ mod tests {
         assert_eq!(res.latency(), &q(1, 10));
         assert_eq!(res.pieces(), &[(i(2), i(8))]);
         assert_eq!(res.rate(), &i(9));
+        // The token-bucket closed form ignores the cross traffic's peak:
+        // envelope (4, 20) → 6 (t − 3)+.
+        assert_eq!(
+            Service::fifo_residual_token_bucket(&r, &t, &peaky).unwrap(),
+            Service::rate_latency(i(6), i(3))
+        );
+        // θ = T + b/R = 3 on the T-SPEC itself: φ(s) = 10 s + 20 − α(s) = 18 − 10 s
+        // until 9/8 (6.75), then 6 s: its minimum 6.75 is the jump, flat for 9/8,
+        // then rate 6: better than the closed form, which it lies above.
+        let th = Service::fifo_residual_theta(&r, &t, &peaky, &i(3)).unwrap();
+        assert_eq!(th.latency(), &i(3));
+        assert_eq!(th.jump(), &q(27, 4));
+        assert_eq!(th.pieces(), &[(q(9, 8), i(0))]);
+        assert_eq!(th.rate(), &i(6));
         // Saturated: no residual.
         assert_eq!(
             Service::fifo_residual(&r, &t, &Curve::token_bucket(i(10), i(1))),

@@ -2,7 +2,7 @@
 //! loeser Table 4, and the SPEC §4 port formulas against the generic analysis.
 
 use lockstep_netcalc::units::{Shown, Unit};
-use lockstep_netcalc::{fifo_port, load, PortFlow, Q};
+use lockstep_netcalc::{load, Q};
 
 const EXAMPLE: &str = include_str!("../../../examples/loeser-fast-ethernet.toml");
 

@@ -1,0 +1,192 @@
+//! Invariants of the analyses on small random feed-forward networks:
+//! - the incremental state always equals a full re-analysis;
+//! - adding a flow never lowers another flow's bound (TFA, SFA, the smaller of both)
+//!   or a server's backlog bound;
+//! - removing a flow restores every bound exactly;
+//! - no bound is below the worst delay an exact fluid simulation of symmetric bursts
+//!   through FIFO rate-latency servers produces;
+//! - the SPEC §4 port formulas equal the generic deviations.
+//! Sizes are small so the whole file runs in a few seconds.
+
+use lockstep_netcalc::sim::simulate;
+use lockstep_netcalc::{
+    backlog_bound, delay_bound, fifo_port, Admission, Curve, Flow, Multiplexing, Network, PortFlow,
+    Server, Service, Q,
+};
+use proptest::prelude::*;
+
+fn i(n: i64) -> Q {
+    Q::int(n)
+}
+
+#[derive(Clone, Debug)]
+struct Spec {
+    servers: Vec<(i64, i64, bool)>, // rate, latency (in 1/2 units), fifo
+    flows: Vec<(Vec<bool>, i64, i64, Option<(i64, i64)>)>, // path mask, r, b, (C extra, M)
+}
+
+fn spec(max_servers: usize, max_flows: usize, fifo_only: bool) -> impl Strategy<Value = Spec> {
+    (1..=max_servers).prop_flat_map(move |n| {
+        let servers = prop::collection::vec((12i64..=24, 0i64..=4, any::<bool>()), n);
+        let flow = (
+            prop::collection::vec(any::<bool>(), n),
+            1i64..=3,
+            1i64..=20,
+            prop::option::of((0i64..=20, 1i64..=20)),
+        );
+        let flows = prop::collection::vec(flow, 1..=max_flows);
+        (servers, flows).prop_map(move |(mut servers, flows)| {
+            if fifo_only {
+                for s in &mut servers {
+                    s.2 = true;
+                }
+            }
+            Spec { servers, flows }
+        })
+    })
+}
+
+fn network(s: &Spec) -> Network {
+    let servers = s
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(k, (r, l, fifo))| Server {
+            name: format!("s{k}"),
+            rate: i(*r),
+            latency: Q::ratio(*l as i128, 2).unwrap(),
+            buffer: None,
+            multiplexing: if *fifo {
+                Multiplexing::Fifo
+            } else {
+                Multiplexing::Arbitrary
+            },
+        })
+        .collect();
+    let flows = s
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(k, (mask, r, b, peak))| {
+            let mut path: Vec<String> = mask
+                .iter()
+                .enumerate()
+                .filter(|(_, on)| **on)
+                .map(|(j, _)| format!("s{j}"))
+                .collect();
+            if path.is_empty() {
+                path.push(format!("s{}", k % s.servers.len()));
+            }
+            let (peak, max_packet) = match peak {
+                Some((extra, m)) => (Some(i(r + extra)), Some(i((*m).min(*b)))),
+                None => (None, None),
+            };
+            Flow {
+                name: format!("f{k}"),
+                path,
+                rate: i(*r),
+                burst: i(*b),
+                peak,
+                max_packet,
+                deadline: None,
+            }
+        })
+        .collect();
+    Network { servers, flows }
+}
+
+fn stable(net: &Network) -> bool {
+    net.servers.iter().all(|s| {
+        let load: Q = net
+            .flows
+            .iter()
+            .filter(|f| f.path.contains(&s.name))
+            .map(|f| f.rate.clone())
+            .sum();
+        load <= s.rate
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn incremental_equals_full_and_bounds_only_grow(s in spec(4, 5, false)) {
+        let net = network(&s);
+        prop_assume!(stable(&net));
+        let mut adm = Admission::new(&Network { servers: net.servers.clone(), flows: vec![] }).unwrap();
+        let mut before_last = adm.snapshot();
+        for f in &net.flows {
+            before_last = adm.snapshot();
+            let ok = adm.admit(f.clone());
+            prop_assert!(ok.is_ok(), "{:?}", ok);
+            let now = adm.snapshot();
+            prop_assert_eq!(&now, &adm.full_reanalysis());
+            for old in &before_last.flows {
+                let new = now.flow(&old.name).unwrap();
+                prop_assert!(new.tfa >= old.tfa, "TFA of {} fell: {} -> {}", old.name, old.tfa, new.tfa);
+                prop_assert!(new.sfa >= old.sfa, "SFA of {} fell: {} -> {}", old.name, old.sfa, new.sfa);
+                prop_assert!(new.bound() >= old.bound(), "bound of {} fell: {:?} -> {:?}", old.name, old, new);
+            }
+            for (old, new) in before_last.servers.iter().zip(now.servers.iter()) {
+                prop_assert!(new.backlog >= old.backlog);
+            }
+        }
+        // Removing the last flow restores the state before it exactly.
+        let last = net.flows.last().unwrap().name.clone();
+        prop_assert!(adm.remove(&last).is_some());
+        prop_assert_eq!(adm.snapshot(), before_last);
+        // Removing the first flow gives what a fresh analysis without it gives.
+        if net.flows.len() > 2 {
+            let first = net.flows[0].name.clone();
+            adm.remove(&first).unwrap();
+            let rest = Network {
+                servers: net.servers.clone(),
+                flows: net.flows[1..net.flows.len() - 1].to_vec(),
+            };
+            let fresh = Admission::new(&rest).unwrap().snapshot();
+            prop_assert_eq!(&adm.snapshot().flows, &fresh.flows);
+            prop_assert_eq!(adm.snapshot(), adm.full_reanalysis());
+        }
+    }
+
+    #[test]
+    fn no_bound_below_the_symmetric_burst_simulation(s in spec(3, 4, true)) {
+        let net = network(&s);
+        prop_assume!(stable(&net));
+        let report = Admission::new(&net).unwrap().snapshot();
+        let sim = simulate(&net, &i(1000)).unwrap();
+        for (f, worst) in report.flows.iter().zip(sim.iter()) {
+            prop_assert!(worst <= &f.tfa, "{}: simulated {} > TFA {}", f.name, worst, f.tfa);
+            prop_assert!(worst <= &f.sfa, "{}: simulated {} > SFA {}", f.name, worst, f.sfa);
+        }
+    }
+
+    #[test]
+    fn spec_port_equals_the_generic_deviations(
+        c in 10i64..=40,
+        t_mux in 0i64..=6,
+        flows in prop::collection::vec((1i64..=3, 0i64..=30, 1i64..=8), 1..=5),
+    ) {
+        let flows: Vec<PortFlow> = flows.iter().map(|(r, extra, m)| PortFlow::new(i(*r), i(m + extra), i(*m))).collect();
+        let load: Q = flows.iter().map(|f| f.r.clone()).sum();
+        prop_assume!(load <= i(c));
+        let p = fifo_port(&i(c), &i(t_mux), &flows).unwrap();
+        let agg = Curve::sum(flows.iter().map(|f| Curve::tspec(i(c), f.m.clone(), f.r.clone(), f.b.clone())).collect::<Vec<_>>().iter());
+        let beta = Service::rate_latency(i(c), i(t_mux));
+        prop_assert_eq!(Some(p.delay.clone()), delay_bound(&agg, &beta));
+        let v = backlog_bound(&agg, &beta).unwrap();
+        if p.backlog_exact {
+            prop_assert_eq!(p.backlog.clone(), v);
+        } else {
+            prop_assert!(p.backlog >= v);
+        }
+        prop_assert!(p.delay_estimate >= p.delay);
+        prop_assert!(p.backlog_estimate >= p.backlog);
+    }
+
+    #[test]
+    fn parsing_never_panics(text in "[\\[\\]a-z_=\" 0-9./\\n]{0,200}") {
+        let _ = lockstep_netcalc::load(&text);
+    }
+}
