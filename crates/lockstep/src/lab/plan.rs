@@ -32,7 +32,7 @@ use lockstep_core::net::{PortId, Prefix, Route};
 use lockstep_core::tdp::schedule::{Entry, Link, PortSchedule};
 use lockstep_core::tdp::{
     BestEffortConfig, FlowConfig, FlowRule, FrameConfig, Mode, NeighbourConfig, Node, NodeConfig,
-    PortConfig, Role, RowConfig, SlipAction,
+    PortConfig, Role, RowConfig,
 };
 use lockstep_core::wire::{EthernetAddress, PROTO_UDP};
 use lockstep_core::{ClockId, Duration};
@@ -508,6 +508,16 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
     Ok((all, scheds))
 }
 
+/// Whether some flow crosses link `l` leaving node `from`.
+fn carries_reserved(s: &Scenario, l: usize, from: usize) -> bool {
+    s.flows.iter().any(|f| {
+        f.links
+            .iter()
+            .zip(&f.path)
+            .any(|(&fl, &n)| fl == l && n == from)
+    })
+}
+
 /// The plan of one run. Every node file it makes is accepted by [`Node::new`].
 pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
     let k = s.k;
@@ -746,7 +756,11 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                         neighbour_mac: Some(i.peer_mac),
                         neighbour_addr: Some(i.peer_addr),
                         d,
-                        padding: if router && is_host(i.peer) {
+                        // Padding keeps a neighbour's frame tracker in step, so
+                        // only where reserved packets go to a router; a host would
+                        // answer it with ICMP.
+                        padding: if router && (is_host(i.peer) || !carries_reserved(s, i.link, ni))
+                        {
                             Some(false)
                         } else {
                             None
@@ -800,7 +814,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                 flows: node_flows,
                 best_effort: BestEffortConfig::default(),
                 padding: s.padding,
-                on_slip: SlipAction::BestEffort,
+                on_slip: s.on_slip,
             };
             if let Err(e) = Node::new(node.clone()) {
                 return Err(s.error_at(
@@ -815,7 +829,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                     strategy,
                     clock: ClockId::Tai,
                     cpu: spec.cpu,
-                    priority: spec.priority,
+                    priority: spec.priority.or(s.priority),
                     flows: live_flows,
                     samples: bind.is_some(),
                     names: if spec.role == Role::Receiver {
@@ -829,6 +843,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                     },
                     bind,
                     mark,
+                    tx_timestamps: s.tx_timestamps,
                     ..LiveConfig::default()
                 },
             })

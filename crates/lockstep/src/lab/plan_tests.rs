@@ -156,7 +156,8 @@ fn line_schedule_and_node_files() {
     assert_eq!(slots, [4, 5, 6, 7, 0, 1, 2, 3]);
     let ports: Vec<(Option<u32>, Option<bool>)> =
         r2.node.ports.iter().map(|p| (p.d, p.padding)).collect();
-    assert_eq!(ports, [(Some(2), None), (None, Some(false))]);
+    // no reserved packet goes r2 → r1: no padding there either
+    assert_eq!(ports, [(Some(2), Some(false)), (None, Some(false))]);
     assert_eq!(r2.live.names.get("2").map(String::as_str), None);
 
     let rx = p.node("rx").unwrap().config.as_ref().unwrap();
@@ -210,7 +211,8 @@ fn fifo_and_kernel_modes() {
 fn mesh4_routes_follow_the_flows_and_fill_the_ring() {
     let s = parse(MESH4);
     let p = run(&s, RunMode::Tdp);
-    let all: Vec<u32> = (0..60).collect();
+    // 59 frames of 60, evenly spaced from frame 0: all but frame 59
+    let all: Vec<u32> = (0..59).collect();
     for f in &p.flows {
         assert_eq!(f.starts, all, "{}", f.name);
     }
@@ -239,15 +241,21 @@ fn mesh4_routes_follow_the_flows_and_fill_the_ring() {
     // the ring links R1→R2, R2→R3, R3→R4 carry three 1002-byte packets in every frame
     let (_, sched) = schedule(&s, Duration::from_micros(250)).unwrap();
     let link = Link::ethernet(100_000_000);
-    for (l, from) in [(0, 0), (1, 1), (2, 2)] {
-        let ps = &sched[&(l, from)];
-        assert!(
-            (0..60).all(|slot| ps.row_bits(slot, &link) == 24_960),
-            "link {l}"
-        );
-    }
+    let rows = |l: usize, from: usize| -> Vec<u128> {
+        (0..60)
+            .map(|slot| sched[&(l, from)].row_bits(slot, &link))
+            .collect()
+    };
+    let full = |v: &[u128]| v.iter().filter(|&&b| b == 24_960).count();
+    // R1→R2 carries f1234 and f123 (offset 3, free in frame 2) and f412 (offset 6,
+    // free in frame 5)
+    let r1r2 = rows(0, 0);
+    assert_eq!((full(&r1r2), r1r2[2], r1r2[5]), (58, 8_320, 16_640));
+    assert_eq!(full(&rows(1, 1)), 58);
+    assert_eq!(full(&rows(2, 2)), 57);
     let r4r1 = &sched[&(3, 3)];
     assert_eq!(r4r1.row_bits(0, &link), 16_640);
+    assert_eq!(r4r1.row_bits(59, &link), 16_640);
     // asynchronous sources: each sender's frame is a little longer, differently
     let tfs: Vec<i64> = ["s1", "s2", "s3", "s4"]
         .iter()
@@ -267,6 +275,25 @@ fn mesh4_routes_follow_the_flows_and_fill_the_ring() {
     assert_eq!(
         p.node("s1").unwrap().config.as_ref().unwrap().live.mark,
         Some(false)
+    );
+    // padding only towards routers that receive reserved packets on the link:
+    // r1 sends flows to r2 only (not back round the ring, not over the diagonal)
+    let r1 = p.node("r1").unwrap().config.as_ref().unwrap();
+    let pad: Vec<(&str, Option<bool>)> = r1
+        .node
+        .ports
+        .iter()
+        .map(|p| (p.ifname.as_str(), p.padding))
+        .collect();
+    assert_eq!(
+        pad,
+        [
+            ("to-r2", None),
+            ("to-r4", Some(false)),
+            ("to-r3", Some(false)),
+            ("to-s1", Some(false)),
+            ("to-d1", Some(false))
+        ]
     );
     assert_eq!(
         p.node("r1")

@@ -9,6 +9,10 @@
 //! d = 2                      # forwarding delay (frames) at each router, by default
 //! modes = ["fifo", "tdp"]    # runs to compare ("kernel": Linux forwards instead)
 //! duration = "5s"
+//! # optional: guard = "5us", processing = "50us" (checks d), sources =
+//! # "asynchronous" (senders on clocks of their own), strategy = "sleep" | "hybrid" |
+//! # "spin", priority = 50 (SCHED_FIFO), tx_timestamps = false, padding = false,
+//! # on_slip = "drop" | "best_effort"
 //!
 //! [[node]]
 //! name = "tx"
@@ -18,6 +22,8 @@
 //! between = ["tx", "r1"]
 //! rate = "100Mbit/s"
 //! shape = true               # tc tbf on both ends, so the veth behaves like the rate
+//! # optional: d = 3 (immediate forwarding delay where this link delivers),
+//! # addresses = ["10.9.0.1/24", "10.9.0.2/24"] (default 10.0.<n>.1 and .2)
 //!
 //! [[flow]]
 //! name = "video"
@@ -25,12 +31,14 @@
 //! size = "1000B"             # IP packet
 //! packets = 1                # per reserved frame
 //! every = 1                  # one reserved frame every N frames (or rate = "8Mbit/s")
+//! # optional: d = [1, 3] (non-immediate: per router), count = 1000
 //!
 //! [[load]]
 //! from = "tx"
 //! to = "rx"
 //! tool = "iperf3"            # or "lockstep" (probe stream → probe sink)
-//! rate = "20Mbit/s"
+//! rate = "20Mbit/s"          # "max" with iperf3: as fast as it can
+//! # optional: proto = "tcp" (iperf3), size = "64B" (datagram payload)
 //! ```
 //!
 //! [`Scenario::parse`] checks everything that does not depend on the time-frame;
@@ -45,7 +53,7 @@ use std::ops::Range;
 
 use lockstep_core::net::Prefix;
 use lockstep_core::sched::WaitStrategy;
-use lockstep_core::tdp::Role;
+use lockstep_core::tdp::{Role, SlipAction};
 use lockstep_core::units::{PacketRate, Size};
 use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN};
 use lockstep_core::Duration;
@@ -231,7 +239,13 @@ struct RawScenario {
     #[serde(default)]
     strategy: Option<Spanned<String>>,
     #[serde(default)]
+    priority: Option<Spanned<i64>>,
+    #[serde(default)]
+    tx_timestamps: Option<bool>,
+    #[serde(default)]
     padding: Option<bool>,
+    #[serde(default)]
+    on_slip: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -575,7 +589,14 @@ pub struct Scenario {
     pub duration: Duration,
     pub sources: Sources,
     pub strategy: WaitStrategy,
+    /// SCHED_FIFO priority of every node process unless a node says otherwise.
+    pub priority: Option<i32>,
+    /// Routers and senders take software TX timestamps of every probe (the kernel
+    /// part of each hop; costs a system call per packet).
+    pub tx_timestamps: bool,
     pub padding: bool,
+    /// What a router does with a reserved packet that missed its frame.
+    pub on_slip: SlipAction,
     pub nodes: Vec<NodeSpec>,
     pub links: Vec<LinkSpec>,
     pub flows: Vec<FlowSpec>,
@@ -857,6 +878,33 @@ impl Scenario {
                 .get_ref()
                 .parse()
                 .map_err(|e: String| c.err(s, "scenario.strategy", e))?,
+        };
+
+        let priority = match &sc.priority {
+            None => None,
+            Some(v) if (1..=99).contains(v.get_ref()) => Some(*v.get_ref() as i32),
+            Some(v) => {
+                return Err(c.err(
+                    v,
+                    "scenario.priority",
+                    format!("real-time priority {} is outside 1..99", v.get_ref()),
+                ))
+            }
+        };
+
+        let on_slip = match &sc.on_slip {
+            None => SlipAction::BestEffort,
+            Some(v) => match v.get_ref().as_str() {
+                "best_effort" => SlipAction::BestEffort,
+                "drop" => SlipAction::Drop,
+                other => {
+                    return Err(c.err(
+                        v,
+                        "scenario.on_slip",
+                        format!("expected best_effort or drop, got \"{other}\""),
+                    ))
+                }
+            },
         };
 
         // [[node]]
@@ -1541,7 +1589,10 @@ impl Scenario {
             duration,
             sources,
             strategy,
+            priority,
+            tx_timestamps: sc.tx_timestamps.unwrap_or(true),
             padding: sc.padding.unwrap_or(true),
+            on_slip,
             nodes,
             links,
             flows,
