@@ -2,6 +2,7 @@
 //! command line, runs the subcommand and turns errors into SPEC §8 exit statuses
 //! (0 ok, 1 a requested check failed, 2 usage or input error, 3 environment problem).
 
+mod calc;
 mod cli;
 mod lab;
 mod node;
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         cli::Command::Node(args) => node::run(args),
         cli::Command::Lab(cmd) => lab::run(cmd),
         cli::Command::Demo(args) => lab::demo(args),
+        cli::Command::Calc(args) => calc::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -341,15 +341,16 @@ impl Admission {
             Err(cycle) => {
                 let names: Vec<String> =
                     cycle.iter().map(|&s| adm.servers[s].name.clone()).collect();
-                // Name a flow whose path closes the cycle.
-                let field = net.flows.iter().enumerate().find_map(|(i, f)| {
+                // Name the last flow whose path has an edge of the cycle (the one that
+                // closes it, in file order).
+                let field = net.flows.iter().enumerate().rev().find_map(|(i, f)| {
                     f.path
                         .windows(2)
                         .any(|w| names.windows(2).any(|c| c[0] == w[0] && c[1] == w[1]))
                         .then(|| Field::new("flow", Some(i), Some(&f.name)).key("path"))
                 });
                 return Err(InputError {
-                    field,
+                    field: field.map(Box::new),
                     message: cycle_message(&names),
                     line: None,
                     column: None,
@@ -549,12 +550,11 @@ impl Admission {
         // Make sure every member's state is in the overlay, then gather arrivals.
         let mut arrivals: Vec<Curve> = Vec::with_capacity(st.members.len());
         for &(slot, k) in &st.members {
-            if !ov.flows.contains_key(&slot) {
-                let fs = match self.flows.get(slot).and_then(|f| f.as_ref()) {
-                    Some(f) => f.st.clone(),
+            if let std::collections::hash_map::Entry::Vacant(e) = ov.flows.entry(slot) {
+                match self.flows.get(slot).and_then(|f| f.as_ref()) {
+                    Some(f) => e.insert(f.st.clone()),
                     None => continue,
                 };
-                ov.flows.insert(slot, fs);
             }
             let fs = ov.flows.get(&slot).ok_or(Unbounded(j))?;
             arrivals.push(fs.arrivals.get(k).cloned().ok_or(Unbounded(j))?);
@@ -643,6 +643,9 @@ impl Admission {
 
     /// Admits `flow` if its bound, every admitted flow's bound and every buffer still
     /// hold; otherwise nothing changes and the rejection says what would break.
+    // A rejection is an ordinary answer carrying the bounds that break, not a rare
+    // error path worth boxing.
+    #[allow(clippy::result_large_err)]
     pub fn admit(&mut self, flow: Flow) -> Result<AdmitOk, Reject> {
         let field = |k: &str| Field::new("flow", None, Some(&flow.name)).key(k);
         let path = check_flow(&flow, &self.server_index, &field).map_err(|e| Reject {

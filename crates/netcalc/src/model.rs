@@ -136,8 +136,8 @@ impl fmt::Display for Field {
 /// network came from one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InputError {
-    /// The offending field, when one can be named.
-    pub field: Option<Field>,
+    /// The offending field, when one can be named (boxed: errors stay small).
+    pub field: Option<Box<Field>>,
     pub message: String,
     /// 1-based line and column in the TOML text.
     pub line: Option<usize>,
@@ -147,7 +147,7 @@ pub struct InputError {
 impl InputError {
     pub fn at(field: Field, message: impl Into<String>) -> InputError {
         InputError {
-            field: Some(field),
+            field: Some(Box::new(field)),
             message: message.into(),
             line: None,
             column: None,

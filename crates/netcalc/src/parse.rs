@@ -72,7 +72,7 @@ impl Ctx<'_> {
             None => (None, None),
         };
         InputError {
-            field,
+            field: field.map(Box::new),
             message: message.into(),
             line,
             column,

@@ -265,7 +265,7 @@ fn add_small(a: i128, b: i128, c: i128, d: i128) -> Option<Q> {
     }
     let g2 = gcd(n, g);
     let den = b1.checked_mul(d / g2)?;
-    (fits(den)).then(|| Q(Repr::Small(n / g2, den)))
+    fits(den).then(|| Q(Repr::Small(n / g2, den)))
 }
 
 fn mul_small(a: i128, b: i128, c: i128, d: i128) -> Option<Q> {
@@ -276,7 +276,7 @@ fn mul_small(a: i128, b: i128, c: i128, d: i128) -> Option<Q> {
     let g2 = gcd(c, b);
     let n = (a / g1).checked_mul(c / g2)?;
     let den = (b / g2).checked_mul(d / g1)?;
-    (fits(n) && fits(den)).then(|| Q(Repr::Small(n, den)))
+    (fits(n) && fits(den)).then_some(Q(Repr::Small(n, den)))
 }
 
 impl Ord for Q {

@@ -6,6 +6,7 @@
 //! - no bound is below the worst delay an exact fluid simulation of symmetric bursts
 //!   through FIFO rate-latency servers produces;
 //! - the SPEC §4 port formulas equal the generic deviations.
+//!
 //! Sizes are small so the whole file runs in a few seconds.
 
 use lockstep_netcalc::sim::simulate;
@@ -19,10 +20,13 @@ fn i(n: i64) -> Q {
     Q::int(n)
 }
 
+/// Path mask, r, b, optional (C − r, M).
+type FlowSpec = (Vec<bool>, i64, i64, Option<(i64, i64)>);
+
 #[derive(Clone, Debug)]
 struct Spec {
     servers: Vec<(i64, i64, bool)>, // rate, latency (in 1/2 units), fifo
-    flows: Vec<(Vec<bool>, i64, i64, Option<(i64, i64)>)>, // path mask, r, b, (C extra, M)
+    flows: Vec<FlowSpec>,
 }
 
 fn spec(max_servers: usize, max_flows: usize, fifo_only: bool) -> impl Strategy<Value = Spec> {

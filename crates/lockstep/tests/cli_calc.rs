@@ -1,0 +1,228 @@
+//! `lockstep calc`: the loeser example prints its bounds (exact values), `--json` is
+//! the SPEC §7 document, failed checks exit 1 and bad input exits 2 naming the file,
+//! the line and the field.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn example() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/loeser-fast-ethernet.toml")
+}
+
+fn calc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .arg("calc")
+        .args(args)
+        .output()
+        .expect("the lockstep binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes a network file into a fresh temporary directory.
+fn network(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lockstep-cli-calc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write network");
+    p
+}
+
+const TWO_HOPS: &str = r#"[[server]]
+name = "s0"
+rate = "160Mbit/s"
+latency = "20us"
+buffer = "2MB"
+
+[[server]]
+name = "s1"
+rate = "20B/us"
+latency = "20us"
+multiplexing = "arbitrary"
+
+[[flow]]
+name = "f0"
+path = ["s0", "s1"]
+rate = "40Mbit/s"
+burst = "25B"
+peak = "100Mbit/s"
+max_packet = "25B"
+deadline = "1ms"
+"#;
+
+#[test]
+fn the_loeser_example_prints_its_bounds() {
+    let o = calc(&[example().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // Hand computation (SPEC §4, Eq. 6) for Ts = 10 ms with A's probe flow:
+    // C = 12.5 B/us, Σb = 51514 + 41514 + 26514 + 64 = 119606 B, Σr = 11.564 B/us,
+    // g_max = 50000 / 7.5 = 20000/3 us; t_switch = 119606/12.5 − (20000/3)(1 − 11.564/12.5)
+    // + 45 = 9568.48 − 499.2 + 45 = 9114.28 us = 227857/25.
+    assert!(out.contains("A-probe-Ts10ms"), "{out}");
+    assert!(out.contains("*9114.28 us (227857/25)"), "{out}");
+    assert!(out.contains("*1283.56 us (32089/25)"), "{out}");
+    assert!(out.contains("*500.488 us (62561/125)"), "{out}");
+    // Backlog (Eq. 4): 119606 − (20000/3)(12.5 − 11.564) + 12.5·45 = 113928.5 B.
+    assert!(out.contains("113928.5 B (227857/2)"), "{out}");
+    assert!(out.contains("fits"), "{out}");
+    assert!(!out.contains("LATE"), "{out}");
+}
+
+#[test]
+fn json_is_the_spec_document_with_exact_bounds() {
+    let o = calc(&[example().to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+    assert_eq!(doc["kind"], "calc");
+    assert!(doc["host"].is_object());
+    assert!(doc["command"].is_array());
+    let flows = doc["results"]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 12);
+    let a = flows
+        .iter()
+        .find(|f| f["name"] == "A-probe-Ts10ms")
+        .unwrap();
+    assert_eq!(a["tfa"]["exact"], "227857/25");
+    assert_eq!(a["tfa"]["unit"], "us");
+    assert_eq!(a["tfa"]["value"], 9114.28);
+    assert_eq!(a["best"], "tfa");
+    assert_eq!(a["deadline"]["exact"], "9277");
+    assert_eq!(a["meets_deadline"], true);
+    let s = &doc["results"]["servers"][0];
+    assert_eq!(s["backlog"]["exact"], "227857/2");
+    assert_eq!(s["backlog"]["unit"], "B");
+    assert_eq!(s["fits"], true);
+    assert_eq!(s["spec4"]["t_switch"]["exact"], "227857/25");
+    assert_eq!(doc["results"]["summary"]["late_flows"], 0);
+    assert_eq!(doc["check_failed"], false);
+    // The table went to stderr.
+    assert!(stderr(&o).contains("A-probe-Ts10ms"));
+}
+
+#[test]
+fn two_hops_under_fifo_then_arbitrary_multiplexing() {
+    let p = network("two-hops.toml", TWO_HOPS);
+    let o = calc(&[p.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &doc["results"]["flows"][0];
+    // Alone on both servers (160 Mbit/s = 20 B/us, T = 20 us): T-SPEC (C = 12.5 B/us,
+    // M = b = 25 B) is a token bucket (5 B/us, 25 B). Hop 1: 20 + 25/20 = 21.25 us.
+    // Hop 2 sees (5, 25 + 5·21.25) = (5, 131.25): 20 + 131.25/20 = 26.5625 us.
+    // TFA = 47.8125 us = 765/16. SFA: β_{20, 40}: 40 + 25/20 = 41.25 us = 165/4.
+    assert_eq!(f["tfa"]["exact"], "765/16");
+    assert_eq!(f["sfa"]["exact"], "165/4");
+    assert_eq!(f["best"], "sfa");
+    assert_eq!(doc["results"]["servers"][1]["multiplexing"], "arbitrary");
+    assert_eq!(doc["results"]["servers"][1]["fifo_delay"], Value::Null);
+}
+
+#[test]
+fn a_missed_deadline_exits_1_with_the_document() {
+    let p = network(
+        "late.toml",
+        &TWO_HOPS.replace("deadline = \"1ms\"", "deadline = \"40us\""),
+    );
+    let o = calc(&[p.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["check_failed"], true);
+    assert_eq!(doc["results"]["flows"][0]["meets_deadline"], false);
+    assert!(
+        stderr(&o).contains("deadline missed by f0"),
+        "{}",
+        stderr(&o)
+    );
+    let o = calc(&[p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("LATE"));
+}
+
+#[test]
+fn a_small_buffer_exits_1() {
+    let p = network(
+        "buffer.toml",
+        &TWO_HOPS.replace("buffer = \"2MB\"", "buffer = \"100B\""),
+    );
+    let o = calc(&[p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("OVERFLOW"));
+    assert!(
+        stderr(&o).contains("buffer too small at s0"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+fn bad(name: &str, text: &str) -> String {
+    let p = network(name, text);
+    let o = calc(&[p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    stderr(&o).replace(p.to_str().unwrap(), "FILE")
+}
+
+#[test]
+fn bad_input_exits_2_naming_file_line_and_field() {
+    assert_eq!(
+        bad("unit.toml", &TWO_HOPS.replace("rate = \"40Mbit/s\"", "rate = \"40Mbit\"")),
+        "lockstep: FILE:16: flow[0] \"f0\".rate: expected a rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)\n"
+    );
+    assert_eq!(
+        bad(
+            "path.toml",
+            &TWO_HOPS.replace("path = [\"s0\", \"s1\"]", "path = [\"s0\", \"s9\"]")
+        ),
+        "lockstep: FILE:15: flow[0] \"f0\".path[1]: unknown server \"s9\"\n"
+    );
+    assert_eq!(
+        bad(
+            "zero.toml",
+            &TWO_HOPS.replace("rate = \"20B/us\"", "rate = \"0B/us\"")
+        ),
+        "lockstep: FILE:9: server[1] \"s1\".rate: must be above 0, got 0 Mbit/s\n"
+    );
+    assert_eq!(
+        bad("burst.toml", &TWO_HOPS.replace("burst = \"25B\"", "burst = \"20B\"")),
+        "lockstep: FILE:17: flow[0] \"f0\".burst: 20 B is below max_packet 25 B: the bucket must hold a whole packet\n"
+    );
+    assert_eq!(
+        bad("key.toml", &TWO_HOPS.replace("latency = \"20us\"\nbuffer", "latncy = \"20us\"\nbuffer")),
+        "lockstep: FILE:4: server[0] \"s0\".latncy: unknown key (expected one of name, rate, latency, buffer, multiplexing)\n"
+    );
+    assert_eq!(
+        bad("missing.toml", &TWO_HOPS.replace("burst = \"25B\"\n", "")),
+        "lockstep: FILE:13: flow[0] \"f0\".burst: missing (required)\n"
+    );
+    let overload = format!(
+        "{TWO_HOPS}\n[[flow]]\nname = \"f1\"\npath = [\"s1\"]\nrate = \"130Mbit/s\"\nburst = \"1500B\"\n"
+    );
+    assert_eq!(
+        bad("overload.toml", &overload),
+        "lockstep: FILE:9: server[1] \"s1\".rate: the flows through \"s1\" need 170 Mbit/s in sum, more than its rate 160 Mbit/s (unstable): f0 40 Mbit/s, f1 130 Mbit/s\n"
+    );
+    let cyclic = format!(
+        "{TWO_HOPS}\n[[flow]]\nname = \"back\"\npath = [\"s1\", \"s0\"]\nrate = \"1Mbit/s\"\nburst = \"1500B\"\n"
+    );
+    assert_eq!(
+        bad("cycle.toml", &cyclic),
+        "lockstep: FILE:24: flow[1] \"back\".path: cyclic network: s0 → s1 → s0 (out of scope)\n"
+    );
+    let e = bad("syntax.toml", "[[server]\nname = \"s0\"\n");
+    assert!(e.starts_with("lockstep: FILE:1: "), "{e}");
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let o = calc(&["/nonexistent/network.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("/nonexistent/network.toml: cannot read it"));
+}
