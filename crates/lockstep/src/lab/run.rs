@@ -671,7 +671,15 @@ fn run_one(
     topo.teardown()?;
 
     let got = collect(p, dir);
-    warnings.extend(merge_warnings(&got.warnings));
+    // what every node says about the host is said once, in the summary's warnings
+    let host = lockstep_linux::host::collect().warnings();
+    let own: Vec<String> = got
+        .warnings
+        .iter()
+        .filter(|w| !host.iter().any(|h| w.ends_with(h.as_str())))
+        .cloned()
+        .collect();
+    warnings.extend(merge_warnings(&own));
     let loads = p
         .loads
         .iter()
@@ -797,6 +805,11 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
         serde_json::to_string_pretty(&doc.host)?.as_bytes(),
     )?;
 
+    if !opts.quiet {
+        for w in &doc.warnings {
+            eprintln!("lab {}: host: {w}", s.name);
+        }
+    }
     let runs = s.runs();
     let mut outcomes = Vec::new();
     let tty = std::io::stderr().is_terminal();
@@ -828,6 +841,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
     if !s.description.is_empty() {
         notes.push(s.description.clone());
     }
+    notes.extend(doc.warnings.iter().map(|w| format!("host: {w}")));
     for o in &outcomes {
         notes.extend(o.warnings.iter().map(|w| format!("{}: {w}", o.run.label)));
         for l in &o.loads {
