@@ -37,6 +37,9 @@ pub enum Command {
     /// Run the mesh4 scenario (baldi2006: FIFO vs TDP on a loaded 100 Mb/s mesh) and print
     /// where the report is.
     Demo(crate::lab::DemoArgs),
+    /// Print (or --apply) the tc commands for shaped flows (tbf/htb) and TDP port
+    /// schedules (taprio + etf).
+    Export(crate::export::ExportArgs),
     /// Delay and backlog bounds of a network of servers and shaped flows (network
     /// calculus, exact): TFA and SFA per flow, backlog per server.
     Calc(crate::calc::CalcArgs),

@@ -4,6 +4,7 @@
 
 mod calc;
 mod cli;
+mod export;
 mod lab;
 mod node;
 mod probe;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         cli::Command::Node(args) => node::run(args),
         cli::Command::Lab(cmd) => lab::run(cmd),
         cli::Command::Demo(args) => lab::demo(args),
+        cli::Command::Export(args) => export::run(args),
         cli::Command::Calc(args) => calc::run(args),
     };
     match result {
