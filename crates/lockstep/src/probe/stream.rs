@@ -147,8 +147,8 @@ pub struct StreamArgs {
     /// Shape with a token bucket refilled once per shaping interval: RATE,BUCKET[,TS],
     /// e.g. 40Mbit/s,10kB,1ms (TS defaults to 1ms). The bucket must hold RATE*TS plus
     /// one packet (its Ethernet frame: payload + 42 bytes over IPv4).
-    #[arg(long, value_name = "RATE,BUCKET[,TS]", value_parser = parse_shape)]
-    pub shape: Option<ShapeSpec>,
+    #[arg(long, value_name = "RATE,BUCKET[,TS]", value_parser = parse_shape_boxed)]
+    pub shape: Option<Box<ShapeSpec>>,
     /// Symmetric burst (loeser 4.1): empty the full bucket at the start, then send as
     /// fast as the bucket allows (instead of --rate/--period).
     #[arg(long, requires = "shape", conflicts_with_all = ["rate", "period", "preset"])]
@@ -218,6 +218,11 @@ pub(crate) fn parse_shape(s: &str) -> Result<ShapeSpec, String> {
         None => DEFAULT_SHAPING_INTERVAL,
     };
     Ok(ShapeSpec { rate, bucket, ts })
+}
+
+/// [`parse_shape`], boxed (keeps the argument struct, and so the command enum, small).
+fn parse_shape_boxed(s: &str) -> Result<Box<ShapeSpec>, String> {
+    parse_shape(s).map(Box::new)
 }
 
 /// The Ethernet frame that carries a UDP payload of `payload` bytes to `to`.
@@ -577,14 +582,15 @@ fn drain_tx(sock: &UdpSocket, map: &ClockMap, book: &mut TxBook, max: usize) -> 
 }
 
 pub fn run(args: StreamArgs) -> Result<()> {
+    let shape: Option<ShapeSpec> = args.shape.as_deref().copied();
     let default_size = args.preset.map(Preset::size).unwrap_or(HEADER_LEN as u64);
     let size = check_size(args.size, default_size, HEADER_LEN, "the probe header")?;
     let wire = wire_bytes(size, &args.to);
     // The bucket is checked up front (b >= r*Ts + M) so a bad --shape is a usage error.
-    if let Some(sh) = &args.shape {
+    if let Some(sh) = &shape {
         TokenBucket::new(sh.rate, sh.bucket, sh.ts, Size(wire)).map_err(shaper_error)?;
     }
-    let period = match (args.rate, args.period, args.preset, args.shape) {
+    let period = match (args.rate, args.period, args.preset, shape) {
         (Some(r), _, _, _) => r
             .period()
             .ok_or_else(|| UsageError("--rate: must be above 0pps".into()))?,
@@ -601,13 +607,13 @@ pub fn run(args: StreamArgs) -> Result<()> {
         return Err(UsageError(format!("--rate: the period {period} is below 1ns")).into());
     }
     let (duration, count) = args.length.or_default(DEFAULT_DURATION);
-    let target_pps = match (&args.shape, args.symmetric_burst) {
+    let target_pps = match (&shape, args.symmetric_burst) {
         (Some(sh), true) => sh.rate.as_f64() / (8.0 * wire as f64),
         _ => 1e9 / period.as_nanos() as f64,
     };
     let clock = args.wait.clock;
     // A shaped stream never needs the catch-up bound: the bucket bounds every burst.
-    let max_behind = args.max_behind.unwrap_or(if args.shape.is_some() {
+    let max_behind = args.max_behind.unwrap_or(if shape.is_some() {
         u64::MAX
     } else {
         DEFAULT_MAX_BEHIND
@@ -628,7 +634,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
         clock,
         strategy: args.wait.strategy,
         margin_ns: args.wait.margin.as_nanos(),
-        shape: args.shape.map(|sh| ShapeConfig {
+        shape: shape.map(|sh| ShapeConfig {
             rate: sh.rate,
             rate_bps: sh.rate.bps(),
             bucket_bytes: sh.bucket.bytes(),
@@ -735,7 +741,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
         }
         None => now.saturating_add(lead.as_nanos()),
     };
-    let mut source = match (&args.shape, args.symmetric_burst) {
+    let mut source = match (&shape, args.symmetric_burst) {
         (Some(sh), true) => Source::Burst {
             source: SymmetricBurst::new(sh.rate, sh.bucket, sh.ts, wire, start)
                 .map_err(shaper_error)?,
@@ -754,7 +760,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
             },
         },
     };
-    let shaped = args.shape.is_some();
+    let shaped = shape.is_some();
     let end = duration.map(|d| start.saturating_add(d.as_nanos()));
 
     let mut errors = SendErrors::default();
@@ -908,7 +914,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
     doc.insert("l_tx_from_wake", &tx_wake_s);
     // The run lasted from its start to the end of the sending loop.
     let wall_ns = loop_end.saturating_sub(start).max(0);
-    let shaper_report = source.shaper().zip(args.shape).map(|(sh, spec)| {
+    let shaper_report = source.shaper().zip(shape).map(|(sh, spec)| {
         let st = sh.stats();
         ShaperReport {
             rate: spec.rate,
