@@ -304,6 +304,8 @@ fn load_server_args(l: &LoadPlan, secs: u64, exe: &Path) -> (PathBuf, Vec<String
                 "sink".into(),
                 "--bind".into(),
                 l.dst.to_string(),
+                "--idle-timeout".into(),
+                "off".into(),
                 "--duration".into(),
                 format!("{secs}s"),
                 "--json".into(),
@@ -356,6 +358,9 @@ fn load_client_args(l: &LoadPlan, d: Duration, exe: &Path) -> (PathBuf, Vec<Stri
                     format!("{size}B"),
                     "--flow".into(),
                     (1000 + l.index).to_string(),
+                    // background load: no need to spin for precise send times
+                    "--strategy".into(),
+                    "sleep".into(),
                     "--duration".into(),
                     format!("{}", d),
                     "--json".into(),
