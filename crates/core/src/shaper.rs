@@ -262,6 +262,8 @@ impl TokenBucket {
     /// `now_ns` itself, or the first refill boundary by which enough tokens will have
     /// come in (assuming nothing else is sent meanwhile). `None` when it never will:
     /// `bytes` is larger than the bucket (or the instant is beyond the clock's range).
+    /// An instant before the last boundary already credited (the bucket was polled
+    /// later) is answered with that boundary: the tokens were not there before it.
     pub fn next_conforming(&self, now_ns: i64, bytes: u64) -> Option<i64> {
         let need = u128::from(bytes) * NANOBITS_PER_BYTE;
         if need > self.cap {
@@ -269,7 +271,16 @@ impl TokenBucket {
         }
         let (k, tokens) = self.peek(now_ns);
         if tokens >= need {
-            return Some(now_ns);
+            // The tokens are those credited up to boundary `k`: an earlier instant (a
+            // packet that waited while the bucket was polled past a boundary) only
+            // conforms from that boundary on.
+            // (Interval 0 is the initial level: there since ever.)
+            let since = match k {
+                0 => i128::MIN,
+                k => i128::from(self.epoch_ns)
+                    .saturating_add(k.saturating_mul(i128::from(self.ts.as_nanos()))),
+            };
+            return i64::try_from(i128::from(now_ns).max(since)).ok();
         }
         let deficit = need - tokens;
         // per_interval > 0: `new` refuses a zero rate and a non-positive interval.
@@ -561,6 +572,10 @@ mod tests {
         // 35 ms: the boundaries at 20 and 30 ms add 200 B, capped at 200 B.
         assert_eq!(b.poll(35 * MS), 2);
         assert_eq!(b.tokens(), 200);
+        // Asked about an earlier instant, the bucket answers from the boundary that
+        // brought its tokens (30 ms), not before.
+        assert_eq!(b.next_conforming(MS, 100), Some(30 * MS));
+        assert_eq!(b.next_conforming(31 * MS, 100), Some(31 * MS));
         // Time going backwards earns nothing and does not undo anything.
         assert_eq!(b.poll(MS), 0);
         assert!(b.try_send(MS, 150));
@@ -703,12 +718,15 @@ mod tests {
         assert_eq!(r.at_ns, 45 * MS);
         assert!(src.sent(r, 75 * MS));
         // At 75 ms: 100 B at 45, +100 at 55, +100 at 65 (cap 200), +100 at 75 (cap
-        // 200) − 50 sent = 150 B left: three more packets at once.
+        // 200) − 50 sent = 150 B left: three more packets at once, released at 75 ms
+        // (the boundary that brought their tokens), not at 45.
+        let mut got = Vec::new();
         for _ in 0..3 {
             let r = src.next().unwrap();
-            assert_eq!(r.at_ns, 45 * MS);
+            got.push((r.ready_ns / MS, r.at_ns / MS));
             assert!(src.sent(r, 75 * MS));
         }
+        assert_eq!(got, vec![(45, 75), (75, 75), (75, 75)]);
         assert_eq!(src.next().unwrap().at_ns, 85 * MS);
         assert!(
             SymmetricBurst::new(BitRate(80_000), Size(149), Duration::from_millis(10), 50, 0)
