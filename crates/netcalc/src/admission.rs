@@ -219,7 +219,6 @@ struct ServerState {
     agg: Curve,
     fifo_delay: Option<Q>,
     backlog: Q,
-    spec_port: Option<FifoPort>,
 }
 
 impl ServerState {
@@ -230,7 +229,6 @@ impl ServerState {
             agg: Curve::zero(),
             fifo_delay: None,
             backlog: Q::zero(),
-            spec_port: None,
         }
     }
 }
@@ -567,35 +565,35 @@ impl Admission {
             .iter()
             .filter_map(|&(slot, _)| self.flow_def(ov, slot).map(|(d, _)| d.rate.clone()))
             .sum();
-        st.spec_port = None;
         st.fifo_delay = None;
         if server.multiplexing == Multiplexing::Fifo {
-            let spec = spec_port(rate, lat, &arrivals);
-            let d = match &spec {
-                Some(p) => p.delay.clone(),
-                None => delay_bound(&agg, &beta).ok_or(Unbounded(j))?,
-            };
-            if let Some(p) = &spec {
-                if p.backlog_exact {
-                    st.backlog = p.backlog.clone();
-                }
-            }
-            st.spec_port = spec;
-            st.fifo_delay = Some(d);
+            // h(Σα, β); where every flow arrives as a T-SPEC with the port's rate as
+            // peak this is SPEC §4's t_switch (ServerBounds::spec_port shows it; the
+            // property tests check that both agree).
+            st.fifo_delay = Some(delay_bound(&agg, &beta).ok_or(Unbounded(j))?);
         }
+        // Token-bucket envelopes add up: the cross traffic's is the aggregate's minus
+        // the flow's, no need to build the cross curve under FIFO.
+        let (agg_r, agg_b) = agg.token_bucket_envelope();
         let members = st.members.clone();
         for (&(slot, k), alpha) in members.iter().zip(arrivals.iter()) {
             let hops = self.flow_def(ov, slot).map(|(_, p)| p.len()).unwrap_or(0);
-            let cross = agg.minus(alpha);
             let (residual, hop_delay, out) = match server.multiplexing {
                 Multiplexing::Fifo => {
                     let d = st.fifo_delay.clone().unwrap_or_default();
-                    let res = Service::fifo_residual_token_bucket(rate, lat, &cross)
-                        .ok_or(Unbounded(j))?;
+                    let (r, b) = alpha.token_bucket_envelope();
+                    let res = Service::fifo_residual_token_bucket_of(
+                        rate,
+                        lat,
+                        &(&agg_r - &r),
+                        &(&agg_b - &b),
+                    )
+                    .ok_or(Unbounded(j))?;
                     let out = (k + 1 < hops).then(|| alpha.shift(&d));
                     (vec![res], d, out)
                 }
                 Multiplexing::Arbitrary => {
+                    let cross = agg.minus(alpha);
                     let res = Service::arbitrary_residual(rate, lat, &cross).ok_or(Unbounded(j))?;
                     let d = delay_bound(alpha, &res).ok_or(Unbounded(j))?;
                     let out = match k + 1 < hops {
@@ -895,14 +893,16 @@ impl Admission {
 
     fn server_bounds_of(&self, j: usize, st: &ServerState) -> ServerBounds {
         let s = &self.servers[j];
-        let sum_b: Q = st
+        let arrivals: Vec<&Curve> = st
             .members
             .iter()
-            .filter_map(|&(slot, k)| {
-                let f = self.flows.get(slot)?.as_ref()?;
-                f.st.arrivals.get(k).map(|a| a.token_bucket_envelope().1)
-            })
-            .sum();
+            .filter_map(|&(slot, k)| self.flows.get(slot)?.as_ref()?.st.arrivals.get(k))
+            .collect();
+        let sum_b: Q = arrivals.iter().map(|a| a.token_bucket_envelope().1).sum();
+        let spec_port = match s.multiplexing {
+            Multiplexing::Fifo => spec_port(&s.rate, &s.latency, &arrivals),
+            Multiplexing::Arbitrary => None,
+        };
         ServerBounds {
             name: s.name.clone(),
             multiplexing: s.multiplexing,
@@ -915,7 +915,7 @@ impl Admission {
             fifo_delay: st.fifo_delay.clone(),
             backlog_estimate: &sum_b + &(&s.rate * &s.latency),
             delay_estimate: &sum_b / &s.rate + &s.latency,
-            spec_port: st.spec_port.clone(),
+            spec_port,
         }
     }
 
@@ -962,7 +962,7 @@ impl Admission {
 
 /// The SPEC §4 port (loeser Eq. 2–7) when every arrival curve is a T-SPEC whose peak
 /// is the port rate, or a token bucket.
-fn spec_port(rate: &Q, latency: &Q, arrivals: &[Curve]) -> Option<FifoPort> {
+fn spec_port(rate: &Q, latency: &Q, arrivals: &[&Curve]) -> Option<FifoPort> {
     let mut flows = Vec::with_capacity(arrivals.len());
     for a in arrivals {
         let (r, b) = a.token_bucket_envelope();

@@ -653,11 +653,17 @@ impl Service {
     /// flow's deadline). `None` when the cross traffic takes the whole rate.
     pub fn fifo_residual_token_bucket(rate: &Q, latency: &Q, cross: &Curve) -> Option<Service> {
         let (r, b) = cross.token_bucket_envelope();
-        let left = rate - &r;
+        Service::fifo_residual_token_bucket_of(rate, latency, &r, &b)
+    }
+
+    /// [`Service::fifo_residual_token_bucket`] from the cross traffic's token bucket
+    /// `(r, b)` itself.
+    pub fn fifo_residual_token_bucket_of(rate: &Q, latency: &Q, r: &Q, b: &Q) -> Option<Service> {
+        let left = rate - r;
         if !left.is_positive() {
             return None;
         }
-        Some(Service::rate_latency(left, latency + &(&b / rate)))
+        Some(Service::rate_latency(left, latency + &(b / rate)))
     }
 }
 

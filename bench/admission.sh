@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Incremental admission benchmark (issue 4): admit 10,000 shaped flows over 1,000 FIFO
+# rate-latency servers (random feed-forward paths of 2-6 hops, seeded), printing the
+# time per admission (p50/p99/max) and the time of a full re-analysis.
+# Targets: <= 1 ms per admission, < 10 s for the full re-analysis.
+#
+#   bench/admission.sh [--topology pods|flat] [--flows N] [--servers N] [--seed S]
+#
+# The default topology groups the servers in cells of 10 (paths stay in a cell);
+# --topology flat spreads paths over one order of all servers, where everything
+# downstream of a path is a large part of the network.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo run --quiet --release -p lockstep-netcalc --example admission_bench -- "$@"

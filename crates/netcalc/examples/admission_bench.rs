@@ -1,0 +1,184 @@
+//! Admission benchmark (bench/admission.sh): admits 10,000 shaped flows one by one into
+//! a network of 1,000 FIFO rate-latency servers with random feed-forward paths of 2–6
+//! hops (seeded), timing each admission, then times a full re-analysis of the final
+//! network.
+//!
+//! Topologies (`--topology`):
+//! - `pods` (default): 100 groups of 10 servers; a flow's path is 2–6 servers of one
+//!   group in increasing order (the servers of a cell or a rack). What an admission
+//!   touches (its path, everything downstream, the flows crossing them) stays within
+//!   the group.
+//! - `flat`: one order of all 1,000 servers; each hop goes 1–20 places further on.
+//!   Everything downstream of a path is a large part of the network, so an admission
+//!   recomputes much more: this shows the cost of the cone.
+//!
+//! Usage: admission_bench [--flows N] [--servers N] [--seed S] [--topology pods|flat]
+
+use std::time::{Duration, Instant};
+
+use lockstep_netcalc::{Admission, Flow, Multiplexing, Network, Server, Q};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mbit(n: i64) -> Q {
+    Q::int(n * 1_000_000)
+}
+fn us(n: i64) -> Q {
+    Q::ratio(n as i128, 1_000_000).unwrap_or_default()
+}
+fn bytes(n: i64) -> Q {
+    Q::int(8 * n)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n_flows: usize = arg(&args, "--flows", 10_000);
+    let n_servers: usize = arg(&args, "--servers", 1_000);
+    let seed: u64 = arg(&args, "--seed", 1);
+    let topology: String = arg(&args, "--topology", "pods".to_string());
+    let pod = 10usize;
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    let servers: Vec<Server> = (0..n_servers)
+        .map(|j| Server {
+            name: format!("s{j}"),
+            rate: if rng.gen_bool(0.5) {
+                mbit(1_000)
+            } else {
+                mbit(10_000)
+            },
+            latency: us([2, 5, 10][rng.gen_range(0..3)]),
+            buffer: Some(bytes(16 << 20)),
+            multiplexing: Multiplexing::Fifo,
+        })
+        .collect();
+    let flows: Vec<Flow> = (0..n_flows)
+        .map(|k| {
+            let hops = rng.gen_range(2..=6usize);
+            let mut path: Vec<usize> = Vec::with_capacity(hops);
+            if topology == "flat" {
+                let mut at = rng.gen_range(0..n_servers.saturating_sub(6 * 20).max(1));
+                for _ in 0..hops {
+                    path.push(at);
+                    at += rng.gen_range(1..=20);
+                }
+                path.retain(|&s| s < n_servers);
+            } else {
+                let group = rng.gen_range(0..n_servers / pod);
+                let mut picks: Vec<usize> = (0..pod).collect();
+                for i in 0..hops {
+                    let j = rng.gen_range(i..pod);
+                    picks.swap(i, j);
+                }
+                path = picks[..hops].to_vec();
+                path.sort_unstable();
+                for s in &mut path {
+                    *s += group * pod;
+                }
+            }
+            let r = rng.gen_range(1..=10i64);
+            let ts_us = [100i64, 1_000][rng.gen_range(0..2)];
+            // b = r · Ts + M (loeser §3.1), M = 1514 B, on a 1 Gbit/s access link.
+            let burst = Q::int(r * ts_us) + bytes(1514);
+            Flow {
+                name: format!("f{k}"),
+                path: path.iter().map(|s| format!("s{s}")).collect(),
+                rate: mbit(r),
+                burst,
+                peak: Some(mbit(1_000)),
+                max_packet: Some(bytes(1514)),
+                deadline: Some(us(100_000)),
+            }
+        })
+        .collect();
+
+    let empty = Network {
+        servers: servers.clone(),
+        flows: Vec::new(),
+    };
+    let mut adm = match Admission::new(&empty) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("admission_bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut times = Vec::with_capacity(n_flows);
+    let (mut rejected, mut servers_touched, mut flows_touched) = (0usize, 0usize, 0usize);
+    let started = Instant::now();
+    for f in flows {
+        let t0 = Instant::now();
+        let r = adm.admit(f);
+        times.push(t0.elapsed());
+        match r {
+            Ok(ok) => {
+                servers_touched += ok.servers_touched;
+                flows_touched += ok.flows_touched;
+            }
+            Err(_) => rejected += 1,
+        }
+    }
+    let total = started.elapsed();
+    let admitted = n_flows - rejected;
+    times.sort_unstable();
+    let t_full = Instant::now();
+    let full = adm.full_reanalysis();
+    let full_time = t_full.elapsed();
+    let t_new = Instant::now();
+    let fresh = Admission::new(&adm.network()).map(|a| a.snapshot());
+    let new_time = t_new.elapsed();
+    let same = fresh.as_ref().is_ok_and(|f| *f == full) && adm.snapshot() == full;
+    let worst = full
+        .flows
+        .iter()
+        .map(|f| f.bound().to_f64())
+        .fold(0.0, f64::max)
+        * 1e6;
+    let small = full
+        .flows
+        .iter()
+        .all(|f| f.tfa.is_small() && f.sfa.is_small());
+
+    println!("admission benchmark: {n_servers} servers, {n_flows} flows, topology {topology}, seed {seed}");
+    println!(
+        "  admitted {admitted}, rejected {rejected}; per admission recomputed on average {:.1} servers and {:.1} flows",
+        servers_touched as f64 / admitted.max(1) as f64,
+        flows_touched as f64 / admitted.max(1) as f64
+    );
+    println!(
+        "  per admission: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms, mean {:.3} ms (all {} admissions: {:.2} s)",
+        pct(&times, 0.5).as_secs_f64() * 1e3,
+        pct(&times, 0.99).as_secs_f64() * 1e3,
+        times.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+        total.as_secs_f64() * 1e3 / n_flows.max(1) as f64,
+        n_flows,
+        total.as_secs_f64()
+    );
+    println!(
+        "  full re-analysis of the final network: {:.2} s (validate + analyse from the file's data: {:.2} s)",
+        full_time.as_secs_f64(),
+        new_time.as_secs_f64()
+    );
+    println!(
+        "  incremental state equals the full re-analysis: {same}; largest bound {worst:.1} us; all bounds in the i128 fast path: {small}"
+    );
+    if !same {
+        std::process::exit(1);
+    }
+}
