@@ -246,8 +246,8 @@ struct FlowState {
     /// Arrival curve at each hop (index 0: the T-SPEC).
     arrivals: Vec<Curve>,
     hop_delay: Vec<Q>,
-    /// Residual service candidates at each hop (one θ per candidate under FIFO).
-    residual: Vec<Vec<Service>>,
+    /// Residual service at each hop.
+    residual: Vec<Service>,
     tfa: Q,
     sfa: Q,
 }
@@ -590,7 +590,7 @@ impl Admission {
                     )
                     .ok_or(Unbounded(j))?;
                     let out = (k + 1 < hops).then(|| alpha.shift(&d));
-                    (vec![res], d, out)
+                    (res, d, out)
                 }
                 Multiplexing::Arbitrary => {
                     let cross = agg.minus(alpha);
@@ -600,12 +600,13 @@ impl Admission {
                         true => Some(alpha.deconvolve(&res).ok_or(Unbounded(j))?),
                         false => None,
                     };
-                    (vec![res], d, out)
+                    (res, d, out)
                 }
             };
             let fs = ov.flows.get_mut(&slot).ok_or(Unbounded(j))?;
             if fs.residual.len() != hops {
-                fs.residual.resize(hops, Vec::new());
+                fs.residual
+                    .resize(hops, Service::rate_latency(Q::one(), Q::zero()));
             }
             fs.residual[k] = residual;
             fs.hop_delay[k] = hop_delay;
@@ -977,31 +978,11 @@ fn spec_port(rate: &Q, latency: &Q, arrivals: &[&Curve]) -> Option<FifoPort> {
 }
 
 /// The separated flow analysis bound of a flow with arrival curve `alpha` at its first
-/// hop and residual service candidates per hop: hop by hop, the candidate that gives
-/// the smallest end-to-end bound so far is convolved in (greedy; every choice is
-/// valid, the greedy one keeps the cost linear in the path length).
-fn separated_bound(alpha: &Curve, hops: &[Vec<Service>]) -> Option<Q> {
-    let mut acc: Option<Service> = None;
-    let mut bound = None;
-    for cands in hops {
-        let mut best: Option<(Q, Service)> = None;
-        for c in cands {
-            let s = match &acc {
-                Some(a) => a.convolve(c),
-                None => c.clone(),
-            };
-            let Some(d) = delay_bound(alpha, &s) else {
-                continue;
-            };
-            if best.as_ref().is_none_or(|(bd, _)| &d < bd) {
-                best = Some((d, s));
-            }
-        }
-        let (d, s) = best?;
-        bound = Some(d);
-        acc = Some(s);
-    }
-    bound
+/// hop and its residual service at each hop: convolve, then one delay bound.
+fn separated_bound(alpha: &Curve, hops: &[Service]) -> Option<Q> {
+    let (first, rest) = hops.split_first()?;
+    let beta = rest.iter().fold(first.clone(), |acc, s| acc.convolve(s));
+    delay_bound(alpha, &beta)
 }
 
 /// Analyses a whole network once.

@@ -171,7 +171,8 @@ impl Q {
                 return q;
             }
         }
-        Self::from_big_rational(self.to_big() + rhs.to_big())
+        let ((a, b), (c, d)) = (self.parts(), rhs.parts());
+        big_add(a, b, c, d)
     }
 
     pub fn sub_ref(&self, rhs: &Q) -> Q {
@@ -184,7 +185,8 @@ impl Q {
                 return q;
             }
         }
-        Self::from_big_rational(self.to_big() * rhs.to_big())
+        let ((a, b), (c, d)) = (self.parts(), rhs.parts());
+        big_mul(a, b, c, d)
     }
 
     pub fn neg_ref(&self) -> Q {
@@ -250,6 +252,61 @@ fn big_to_f64(n: &BigInt, d: &BigInt) -> f64 {
     nf / df * 2f64.powi(exp)
 }
 
+/// The full 256-bit product of two `u128`, as (high, low).
+fn wide_mul(a: u128, b: u128) -> (u128, u128) {
+    const MASK: u128 = u64::MAX as u128;
+    let (a1, a0) = (a >> 64, a & MASK);
+    let (b1, b0) = (b >> 64, b & MASK);
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    // Middle column with its carry.
+    let mid = (p00 >> 64) + (p01 & MASK) + (p10 & MASK);
+    let lo = (p00 & MASK) | (mid << 64);
+    let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
+    (hi, lo)
+}
+
+/// Big-integer `a/b + c/d` (both in lowest terms, `b, d > 0`) by Knuth's method: the
+/// only full-size gcd is the denominators'; the numerator's is against a small factor.
+/// (Reducing the plain cross product costs a gcd of the full numerator, which is what
+/// dominates the time of exact analyses on deep networks.)
+fn big_add(a: BigInt, b: BigInt, c: BigInt, d: BigInt) -> Q {
+    use num_integer::Integer;
+    if b == d {
+        return Q::from_big_rational(BigRational::new(a + c, b));
+    }
+    let g = b.gcd(&d);
+    if g.is_one() {
+        let n = a * &d + c * &b;
+        return Q::from_big_rational(BigRational::new_raw(n, b * d));
+    }
+    let b1 = &b / &g;
+    let d1 = &d / &g;
+    let n = a * &d1 + c * &b1;
+    let g2 = n.gcd(&g);
+    let den = b1 * (d / &g2);
+    Q::from_big_rational(BigRational::new_raw(n / g2, den))
+}
+
+/// Big-integer `(a/b)(c/d)` (lowest terms): cross-cancel first, so no gcd of the
+/// product is needed.
+fn big_mul(a: BigInt, b: BigInt, c: BigInt, d: BigInt) -> Q {
+    use num_integer::Integer;
+    if a.is_zero() || c.is_zero() {
+        return Q::zero();
+    }
+    let g1 = a.gcd(&d);
+    let g2 = c.gcd(&b);
+    let n = (a / &g1) * (c / &g2);
+    let den = (b / g2) * (d / g1);
+    if den.is_negative() {
+        return Q::from_big_rational(BigRational::new_raw(-n, -den));
+    }
+    Q::from_big_rational(BigRational::new_raw(n, den))
+}
+
 fn add_small(a: i128, b: i128, c: i128, d: i128) -> Option<Q> {
     if b == d {
         let n = a.checked_add(c)?;
@@ -292,6 +349,11 @@ impl Ord for Q {
             if let (Some(x), Some(y)) = (a.checked_mul(*d), c.checked_mul(*b)) {
                 return x.cmp(&y);
             }
+            // Same sign, denominators positive: compare |a|·d with |c|·b in 256 bits
+            // (no allocation), reversed for negative values.
+            let x = wide_mul(a.unsigned_abs(), d.unsigned_abs());
+            let y = wide_mul(c.unsigned_abs(), b.unsigned_abs());
+            return if sa < 0 { y.cmp(&x) } else { x.cmp(&y) };
         }
         self.to_big().cmp(&other.to_big())
     }
@@ -476,6 +538,19 @@ mod tests {
         assert!(big > a);
         assert!(-big.clone() < -a.clone());
         assert_eq!(big.cmp(&big.clone()), Ordering::Equal);
+    }
+
+    #[test]
+    fn wide_products_compare_like_big_ones() {
+        let m = u128::MAX;
+        assert_eq!(wide_mul(m, m), (m - 1, 1));
+        assert_eq!(wide_mul(1 << 64, 1 << 64), (1, 0));
+        let a = q(i128::MAX - 3, i128::MAX - 7);
+        let b = q(i128::MAX - 5, i128::MAX - 9);
+        let big = |x: &Q| x.to_big();
+        assert_eq!(a.cmp(&b), big(&a).cmp(&big(&b)));
+        assert_eq!((-&a).cmp(&-&b), big(&-&a).cmp(&big(&-&b)));
+        assert_eq!(b.cmp(&a), big(&b).cmp(&big(&a)));
     }
 
     #[test]
