@@ -1,0 +1,154 @@
+//! The admission API: what an admission returns, what a rejection names, and that a
+//! rejection changes nothing. Values computed by hand in the comments.
+
+use lockstep_netcalc::{Admission, Breaking, Flow, Multiplexing, Network, Server, Q};
+
+fn i(n: i64) -> Q {
+    Q::int(n)
+}
+fn q(n: i128, d: i128) -> Q {
+    Q::ratio(n, d).unwrap()
+}
+
+fn server(name: &str, rate: i64, buffer: Option<i64>) -> Server {
+    Server {
+        name: name.into(),
+        rate: i(rate),
+        latency: i(0),
+        buffer: buffer.map(i),
+        multiplexing: Multiplexing::Fifo,
+    }
+}
+
+fn flow(name: &str, path: &[&str], r: i64, b: i64, deadline: Option<Q>) -> Flow {
+    Flow {
+        name: name.into(),
+        path: path.iter().map(|s| s.to_string()).collect(),
+        rate: i(r),
+        burst: i(b),
+        peak: None,
+        max_packet: None,
+        deadline,
+    }
+}
+
+#[test]
+fn admit_reports_the_new_bounds_and_what_changed() {
+    // One FIFO server R = 1000 bit/s, T = 0. f0 = (100, 1000) alone: 1000/1000 = 1 s.
+    let net = Network {
+        servers: vec![server("s0", 1000, None)],
+        flows: vec![flow("f0", &["s0"], 100, 1000, Some(q(6, 5)))],
+    };
+    let mut adm = Admission::new(&net).unwrap();
+    assert_eq!(adm.bounds("f0").unwrap().tfa, i(1));
+    // f1 = (100, 100): aggregate delay 1100/1000 = 11/10 s for both (TFA). SFA of f1:
+    // β_{900, 1000/1000} → 1 + 100/900 = 10/9 s; of f0: β_{900, 1/10} → 1/10 + 10/9.
+    let ok = adm.admit(flow("f1", &["s0"], 100, 100, None)).unwrap();
+    assert_eq!(ok.bounds.tfa, q(11, 10));
+    assert_eq!(ok.bounds.sfa, q(10, 9));
+    assert_eq!(ok.changed.len(), 1);
+    assert_eq!(ok.changed[0].name, "f0");
+    assert_eq!(ok.changed[0].tfa, q(11, 10));
+    assert_eq!(ok.changed[0].sfa, &q(1, 10) + &q(10, 9));
+    assert_eq!(ok.servers_touched, 1);
+    assert_eq!(adm.len(), 2);
+}
+
+#[test]
+fn a_rejection_names_what_would_break_and_changes_nothing() {
+    let net = Network {
+        servers: vec![server("s0", 1000, None), server("s1", 1000, Some(1200))],
+        flows: vec![
+            flow("f0", &["s0"], 100, 1000, Some(q(6, 5))),
+            flow("g0", &["s1"], 100, 1000, None),
+        ],
+    };
+    let mut adm = Admission::new(&net).unwrap();
+    let before = adm.snapshot();
+
+    // f1 = (100, 500) on s0: the aggregate delay becomes 1500/1000 = 3/2 s > 6/5.
+    let r = adm.admit(flow("f1", &["s0"], 100, 500, None)).unwrap_err();
+    assert_eq!(
+        r.breaking,
+        Breaking::Flow {
+            name: "f0".into(),
+            bound: q(3, 2),
+            deadline: q(6, 5)
+        }
+    );
+    assert!(r.reason.contains("\"f0\""), "{}", r.reason);
+    assert_eq!(adm.snapshot(), before);
+
+    // The new flow's own deadline is checked first: alone with f0 it would see 3/2 s.
+    let r = adm
+        .admit(flow("f2", &["s0"], 100, 500, Some(i(1))))
+        .unwrap_err();
+    assert!(matches!(r.breaking, Breaking::Flow { ref name, .. } if name == "f2"));
+
+    // g1 = (100, 500) on s1: backlog 1000 + 500 = 1500 bits > 1200.
+    let r = adm.admit(flow("g1", &["s1"], 100, 500, None)).unwrap_err();
+    assert_eq!(
+        r.breaking,
+        Breaking::Port {
+            server: "s1".into(),
+            backlog: i(1500),
+            buffer: i(1200)
+        }
+    );
+
+    // 100 + 950 > 1000.
+    let r = adm.admit(flow("big", &["s0"], 950, 10, None)).unwrap_err();
+    assert_eq!(
+        r.breaking,
+        Breaking::Stability {
+            server: "s0".into(),
+            load: i(1050),
+            rate: i(1000)
+        }
+    );
+
+    // s0 → s1 exists through h0; s1 → s0 would close a cycle.
+    adm.admit(flow("h0", &["s0", "s1"], 1, 10, None)).unwrap();
+    let before = adm.snapshot();
+    let r = adm
+        .admit(flow("back", &["s1", "s0"], 1, 10, None))
+        .unwrap_err();
+    assert_eq!(
+        r.breaking,
+        Breaking::Cycle {
+            servers: vec!["s0".into(), "s1".into(), "s0".into()]
+        }
+    );
+    assert_eq!(r.reason, "cyclic network: s0 → s1 → s0 (out of scope)");
+
+    let r = adm.admit(flow("x", &["s7"], 1, 10, None)).unwrap_err();
+    assert!(matches!(r.breaking, Breaking::Invalid(_)));
+    assert_eq!(r.reason, "flow \"x\".path[0]: unknown server \"s7\"");
+    let r = adm.admit(flow("f0", &["s0"], 1, 10, None)).unwrap_err();
+    assert_eq!(
+        r.reason,
+        "flow \"f0\".name: a flow named \"f0\" is already admitted"
+    );
+    assert_eq!(adm.snapshot(), before);
+}
+
+#[test]
+fn remove_restores_the_bounds_exactly() {
+    let net = Network {
+        servers: vec![server("s0", 1000, None), server("s1", 700, None)],
+        flows: vec![
+            flow("a", &["s0", "s1"], 100, 300, None),
+            flow("b", &["s1"], 200, 70, None),
+        ],
+    };
+    let mut adm = Admission::new(&net).unwrap();
+    let before = adm.snapshot();
+    adm.admit(flow("c", &["s0", "s1"], 50, 90, None)).unwrap();
+    assert!(adm.bounds("a").unwrap().tfa > before.flow("a").unwrap().tfa);
+    let removed = adm.remove("c").unwrap();
+    assert_eq!(removed.removed.name, "c");
+    assert_eq!(removed.changed.len(), 2);
+    assert_eq!(adm.snapshot(), before);
+    assert!(adm.remove("c").is_none());
+    assert!(adm.bounds("c").is_none());
+}
