@@ -132,7 +132,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             Ok(())
         }
         LabCmd::Clean => {
-            run::require_root("lockstep lab clean")?;
+            run::require_root("lab clean")?;
             let removed = topo::clean()?;
             if removed.is_empty() {
                 eprintln!("nothing to clean: no ls-* network namespace");
@@ -166,7 +166,7 @@ fn describe(s: &Scenario, out: Option<&std::path::Path>) -> Result<String> {
                 " (no lockstep process)"
             };
             t.push_str(&format!(
-                "  {:<12} {:<8} {}{proc}\n",
+                "  {:<12} {:<11} {}{proc}\n",
                 n.name,
                 scenario::role_name(n.role),
                 ifs.join(", ")
@@ -175,7 +175,7 @@ fn describe(s: &Scenario, out: Option<&std::path::Path>) -> Result<String> {
         for f in &p.flows {
             let starts = compress(&f.starts);
             t.push_str(&format!(
-                "  flow {} ({}): {} → {}, {} × {}B in frames {starts} of every {} (+{:?} per link)\n",
+                "  flow {} ({}): {} → {}, {} × {}B in frames {starts} of every {}; frames later on each link: {:?}\n",
                 f.id,
                 f.name,
                 f.src,

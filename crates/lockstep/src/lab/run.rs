@@ -78,7 +78,7 @@ pub fn require_root(what: &str) -> Result<()> {
         return Ok(());
     }
     Err(EnvError(format!(
-        "{what} needs root: it creates network namespaces, veth links and raw sockets (missing {}). Run it with sudo.",
+        "{what} needs root: the lab works with network namespaces, veth links and raw sockets (missing {}). Run it with sudo.",
         missing.join(", ")
     ))
     .into())
@@ -668,10 +668,10 @@ fn run_one(
     procs.stop(None, StdDuration::from_secs(3));
     drop(procs);
     if opts.keep {
-        progress.line(&format!(
+        eprintln!(
             "kept namespaces {}: remove them with `lockstep lab clean`",
             topo.namespaces().join(" ")
-        ));
+        );
     }
     topo.teardown()?;
 
@@ -788,7 +788,7 @@ pub struct LabOutcome {
 
 /// Runs every run of a scenario (see the module docs).
 pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
-    require_root("lockstep lab run")?;
+    require_root("lab run")?;
     check_tools(s)?;
     let dir = opts.output.clone().unwrap_or_else(|| default_output(s));
     fs::create_dir_all(&dir)
