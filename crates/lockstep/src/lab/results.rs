@@ -19,6 +19,8 @@
 //! every packet whose timestamps are all there.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use lockstep_core::stats::{Histogram, Summary};
@@ -32,48 +34,39 @@ use crate::report::html::{Component, FlowReport, HopReport, RunReport};
 /// Most points of an inter-arrival series in the report.
 pub const SERIES_MAX: usize = 4000;
 
-/// A CSV of integers with a header, cells addressed by column name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Table {
-    columns: HashMap<String, usize>,
-    pub rows: Vec<Vec<Option<i64>>>,
+/// Most TX timestamps the lab joins (per run); beyond that a long run's per-hop
+/// split uses the application's send times (a few µs of kernel TX path move from
+/// "link" to "residence") and memory stays bounded.
+pub const TX_JOIN_MAX: usize = 2_000_000;
+
+/// Column positions from a CSV header line.
+#[derive(Clone, Debug, Default)]
+pub struct Columns(HashMap<String, usize>);
+
+impl Columns {
+    pub fn parse(header: &str) -> Columns {
+        Columns(
+            header
+                .split(',')
+                .enumerate()
+                .map(|(i, c)| (c.trim().to_string(), i))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, name: &str) -> Option<usize> {
+        self.0.get(name).copied()
+    }
 }
 
-impl Table {
-    /// Parses the text; malformed cells are empty, short rows are padded.
-    pub fn parse(text: &str) -> Table {
-        let mut lines = text.lines();
-        let columns: HashMap<String, usize> = lines
-            .next()
-            .unwrap_or("")
-            .split(',')
-            .enumerate()
-            .map(|(i, c)| (c.trim().to_string(), i))
-            .collect();
-        let width = columns.len();
-        let rows = lines
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let mut r: Vec<Option<i64>> = l.split(',').map(|c| c.trim().parse().ok()).collect();
-                r.resize(width.max(r.len()), None);
-                r
-            })
-            .collect();
-        Table { columns, rows }
-    }
+/// Splits a data line into integers (empty or malformed cells are `None`).
+pub fn parse_row(line: &str, out: &mut Vec<Option<i64>>) {
+    out.clear();
+    out.extend(line.split(',').map(|c| c.trim().parse().ok()));
+}
 
-    pub fn read(path: &Path) -> Option<Table> {
-        std::fs::read_to_string(path).ok().map(|t| Table::parse(&t))
-    }
-
-    pub fn col(&self, name: &str) -> Option<usize> {
-        self.columns.get(name).copied()
-    }
-
-    /// A cell; `None` when the column or value is absent.
-    pub fn get(&self, row: &[Option<i64>], name: &str) -> Option<i64> {
-        self.col(name).and_then(|i| row.get(i).copied().flatten())
-    }
+fn cell(row: &[Option<i64>], i: Option<usize>) -> Option<i64> {
+    i.and_then(|i| row.get(i).copied().flatten())
 }
 
 /// A timestamp that is filled in.
@@ -81,59 +74,87 @@ fn filled(v: Option<i64>) -> Option<i64> {
     v.filter(|&x| x != NOT_FILLED)
 }
 
-/// `(flow, seq) → tx_kernel` of a node's TX file.
-pub fn tx_times(t: &Table) -> HashMap<(u32, u64), i64> {
-    let mut out = HashMap::new();
-    for r in &t.rows {
-        let (Some(f), Some(s), Some(tx)) = (
-            t.get(r, "flow"),
-            t.get(r, "seq"),
-            filled(t.get(r, "tx_kernel")),
-        ) else {
-            continue;
-        };
-        out.insert((f as u32, s as u64), tx);
-    }
-    out
-}
-
-/// Rows per flow of a sender's TX file (what it sent, when its JSON does not say).
-pub fn rows_per_flow(t: &Table) -> BTreeMap<u32, u64> {
-    let mut out = BTreeMap::new();
-    for r in &t.rows {
-        if let Some(f) = t.get(r, "flow") {
-            *out.entry(f as u32).or_insert(0) += 1;
-        }
-    }
-    out
-}
-
-/// Keeps at most `max` points of a series: the first and last, and in each of
-/// `max / 2` equal chunks the lowest and the highest value, in time order.
-pub fn decimate(series: &[(i64, i64)], max: usize) -> Vec<(i64, i64)> {
-    if series.len() <= max || max < 4 {
-        return series.to_vec();
-    }
-    let chunks = max / 2;
-    let size = series.len().div_ceil(chunks);
-    let mut out = Vec::with_capacity(max);
-    for chunk in series.chunks(size) {
-        let (mut lo, mut hi) = (0, 0);
-        for (i, p) in chunk.iter().enumerate() {
-            if p.1 < chunk[lo].1 {
-                lo = i;
-            }
-            if p.1 > chunk[hi].1 {
-                hi = i;
+/// A node's TX file (`flow,seq,…,tx_kernel`): `(flow, seq) → tx_kernel` into `out`
+/// while it holds fewer than `cap` entries, and the rows per flow (what a sender
+/// sent). Returns whether every row fitted.
+pub fn read_tx(
+    text: impl BufRead,
+    cap: usize,
+    out: &mut HashMap<(u32, u64), i64>,
+    rows: &mut BTreeMap<u32, u64>,
+) -> bool {
+    let mut lines = text.lines();
+    let Some(Ok(header)) = lines.next() else {
+        return true;
+    };
+    let cols = Columns::parse(&header);
+    let (f, s, t) = (cols.get("flow"), cols.get("seq"), cols.get("tx_kernel"));
+    let mut row = Vec::new();
+    let mut complete = true;
+    for line in lines.map_while(Result::ok) {
+        parse_row(&line, &mut row);
+        let Some(flow) = cell(&row, f) else { continue };
+        *rows.entry(flow as u32).or_insert(0) += 1;
+        if let (Some(seq), Some(tx)) = (cell(&row, s), filled(cell(&row, t))) {
+            if out.len() < cap {
+                out.insert((flow as u32, seq as u64), tx);
+            } else {
+                complete = false;
             }
         }
-        let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
-        out.push(chunk[a]);
-        if b != a {
-            out.push(chunk[b]);
+    }
+    complete
+}
+
+/// A point of a series: (time since the first, value).
+type Point = (i64, i64);
+
+/// A hop record as read: node id, kernel RX, application RX, application TX.
+type HopCells = (u32, Option<i64>, Option<i64>, Option<i64>);
+
+/// Points of an inter-arrival series kept per time bucket: the lowest and the
+/// highest, so spikes survive.
+#[derive(Clone, Debug)]
+struct Series {
+    width: i64,
+    first: Option<i64>,
+    buckets: Vec<Option<(Point, Point)>>,
+}
+
+impl Series {
+    /// `span_ns`: how long the series may run (the run's length); at most
+    /// [`SERIES_MAX`] points come out.
+    fn new(span_ns: i64) -> Series {
+        let n = SERIES_MAX / 2;
+        Series {
+            width: (span_ns / n as i64).max(1),
+            first: None,
+            buckets: vec![None; n],
         }
     }
-    out
+
+    fn push(&mut self, t: i64, v: i64) {
+        let first = *self.first.get_or_insert(t);
+        let x = t - first;
+        let i = ((x / self.width).max(0) as usize).min(self.buckets.len() - 1);
+        let p = (x, v);
+        self.buckets[i] = Some(match self.buckets[i] {
+            None => (p, p),
+            Some((lo, hi)) => (if v < lo.1 { p } else { lo }, if v > hi.1 { p } else { hi }),
+        });
+    }
+
+    fn points(&self) -> Vec<Point> {
+        let mut out = Vec::new();
+        for (lo, hi) in self.buckets.iter().flatten() {
+            let (a, b) = if lo.0 <= hi.0 { (*lo, *hi) } else { (*hi, *lo) };
+            out.push(a);
+            if b != a {
+                out.push(b);
+            }
+        }
+        out
+    }
 }
 
 /// What the lab knows about one flow to measure it.
@@ -145,10 +166,12 @@ pub struct FlowInput<'a> {
     pub path: &'a [String],
     pub sent: Option<u64>,
     pub slips: u64,
+    /// Router ids the hop records should name, in order.
+    pub expect_hops: Vec<u32>,
 }
 
 /// The per-packet measurements of one flow.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct FlowMeasure {
     pub latency: Histogram,
     pub inter_arrival: Histogram,
@@ -166,52 +189,132 @@ pub struct FlowMeasure {
 }
 
 impl FlowMeasure {
-    fn component(&mut self, name: String, v: i64) {
-        match self.components.iter_mut().find(|(n, _)| *n == name) {
+    fn component(&mut self, name: &str, v: i64) {
+        match self.components.iter_mut().find(|(n, _)| n == name) {
             Some((_, h)) => h.record(v),
             None => {
                 let mut h = Histogram::new();
                 h.record(v);
-                self.components.push((name, h));
+                self.components.push((name.to_string(), h));
             }
         }
     }
 }
 
-/// Measures one flow from the receiver's packet table. `ids` names node ids (hop
-/// records carry ids), `sender_tx` and `router_tx` are the joined TX timestamps
-/// (`router_tx` by router name), `expect_hops` the router ids the path crosses.
-pub fn measure_flow(
-    packets: &Table,
-    flow: &FlowInput<'_>,
-    tf_ns: i64,
-    ids: &HashMap<u32, String>,
-    sender_tx: &HashMap<(u32, u64), i64>,
-    router_tx: &HashMap<String, HashMap<(u32, u64), i64>>,
-    expect_hops: &[u32],
-) -> FlowMeasure {
-    let mut m = FlowMeasure::default();
-    let mut seen = std::collections::HashSet::new();
-    let mut last_rx: Option<i64> = None;
-    let mut first_rx: Option<i64> = None;
-    let mut series = Vec::new();
-    let sender = flow.path.first().cloned().unwrap_or_default();
-    let receiver = flow.path.last().cloned().unwrap_or_default();
-    for r in &packets.rows {
-        let g = |n: &str| packets.get(r, n);
-        if g("flow") != Some(i64::from(flow.id)) {
-            continue;
+/// One flow while its packets stream by.
+struct Acc<'a> {
+    input: &'a FlowInput<'a>,
+    m: FlowMeasure,
+    /// Sequence numbers seen (one bit each).
+    seen: Vec<u64>,
+    last_rx: Option<i64>,
+    series: Series,
+}
+
+/// Sequence numbers beyond this are not de-duplicated (a sender never gets there).
+const SEQ_BITMAP_MAX: u64 = 1 << 32;
+
+impl Acc<'_> {
+    /// Marks `seq` seen; false if it was already.
+    fn first_time(&mut self, seq: u64) -> bool {
+        if seq >= SEQ_BITMAP_MAX {
+            return true;
         }
-        let Some(seq) = g("seq").map(|s| s as u64) else {
+        let (w, b) = ((seq / 64) as usize, seq % 64);
+        if w >= self.seen.len() {
+            self.seen.resize(w + 1, 0);
+        }
+        let had = self.seen[w] & (1 << b) != 0;
+        self.seen[w] |= 1 << b;
+        !had
+    }
+}
+
+/// TX timestamps joined to the packets: the sender's by (flow, seq), each router's
+/// by its name.
+#[derive(Clone, Debug, Default)]
+pub struct TxJoin {
+    pub sender: HashMap<(u32, u64), i64>,
+    pub routers: HashMap<String, HashMap<(u32, u64), i64>>,
+}
+
+/// Measures every flow of one receiver from its packet CSV in one pass. `ids` names
+/// node ids (hop records carry ids); `span_ns` is the run's length (for the series).
+pub fn measure_flows<'a>(
+    packets: impl BufRead,
+    flows: &'a [FlowInput<'a>],
+    tf_ns: i64,
+    span_ns: i64,
+    ids: &HashMap<u32, String>,
+    tx: &TxJoin,
+) -> Vec<FlowMeasure> {
+    let mut accs: Vec<Acc<'a>> = flows
+        .iter()
+        .map(|f| Acc {
+            input: f,
+            m: FlowMeasure {
+                latency: Histogram::new(),
+                inter_arrival: Histogram::new(),
+                series: Vec::new(),
+                components: Vec::new(),
+                received: 0,
+                duplicates: 0,
+                over_tf: 0,
+                hop_nodes: Vec::new(),
+                off_path: 0,
+            },
+            seen: Vec::new(),
+            last_rx: None,
+            series: Series::new(span_ns),
+        })
+        .collect();
+    let by_id: HashMap<u32, usize> = flows.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+    let mut lines = packets.lines();
+    let Some(Ok(header)) = lines.next() else {
+        return accs.into_iter().map(|a| a.m).collect();
+    };
+    let c = Columns::parse(&header);
+    let col = |n: &str| c.get(n);
+    let (c_flow, c_seq, c_t0, c_wake, c_send, c_krx, c_app) = (
+        col("flow"),
+        col("seq"),
+        col("t0"),
+        col("t_wake"),
+        col("t_send"),
+        col("kernel_rx"),
+        col("app_rx"),
+    );
+    let hop_cols: Vec<[Option<usize>; 4]> = (1..)
+        .map_while(|h| {
+            let node = c.get(&format!("h{h}_node"))?;
+            Some([
+                Some(node),
+                c.get(&format!("h{h}_rx_kernel")),
+                c.get(&format!("h{h}_rx_app")),
+                c.get(&format!("h{h}_tx_app")),
+            ])
+        })
+        .collect();
+    let mut row = Vec::new();
+    let mut hops: Vec<HopCells> = Vec::new();
+    let mut name = String::new();
+    for line in lines.map_while(Result::ok) {
+        parse_row(&line, &mut row);
+        let Some(&ai) = cell(&row, c_flow).and_then(|f| by_id.get(&(f as u32))) else {
             continue;
         };
-        if !seen.insert(seq) {
-            m.duplicates += 1;
+        let a = &mut accs[ai];
+        let Some(seq) = cell(&row, c_seq).map(|s| s as u64) else {
+            continue;
+        };
+        if !a.first_time(seq) {
+            a.m.duplicates += 1;
             continue;
         }
+        let m = &mut a.m;
         m.received += 1;
-        let t0 = filled(g("t0"));
-        let app = filled(g("app_rx"));
+        let t0 = filled(cell(&row, c_t0));
+        let app = filled(cell(&row, c_app));
         if let (Some(t0), Some(app)) = (t0, app) {
             let l = app - t0;
             m.latency.record(l);
@@ -220,78 +323,95 @@ pub fn measure_flow(
             }
         }
         if let Some(app) = app {
-            if let Some(prev) = last_rx {
-                let d = app - prev;
-                m.inter_arrival.record(d);
-                series.push((app - first_rx.unwrap_or(app), d));
+            if let Some(prev) = a.last_rx {
+                m.inter_arrival.record(app - prev);
+                a.series.push(app, app - prev);
             } else {
-                first_rx = Some(app);
+                a.series.first = Some(app);
             }
-            last_rx = Some(app);
+            a.last_rx = Some(app);
         }
-        // the hop records
-        let mut hops = Vec::new();
-        for h in 1.. {
-            let node = packets.get(r, &format!("h{h}_node"));
-            if packets.col(&format!("h{h}_node")).is_none() {
-                break;
-            }
-            let Some(node) = node else { break };
+        hops.clear();
+        for hc in &hop_cols {
+            let Some(node) = cell(&row, hc[0]) else { break };
             hops.push((
                 node as u32,
-                filled(packets.get(r, &format!("h{h}_rx_kernel"))),
-                filled(packets.get(r, &format!("h{h}_rx_app"))),
-                filled(packets.get(r, &format!("h{h}_tx_app"))),
+                filled(cell(&row, hc[1])),
+                filled(cell(&row, hc[2])),
+                filled(cell(&row, hc[3])),
             ));
         }
-        let hop_ids: Vec<u32> = hops.iter().map(|h| h.0).collect();
         if m.received == 1 {
-            m.hop_nodes = hop_ids.clone();
+            m.hop_nodes = hops.iter().map(|h| h.0).collect();
         }
-        if hop_ids != expect_hops {
+        if hops.len() != a.input.expect_hops.len()
+            || hops
+                .iter()
+                .zip(&a.input.expect_hops)
+                .any(|(h, e)| h.0 != *e)
+        {
             m.off_path += 1;
         }
         // the decomposition
-        let key = (flow.id, seq);
-        let t_wake = filled(g("t_wake"));
-        let t_send = filled(g("t_send"));
+        let key = (a.input.id, seq);
+        let t_wake = filled(cell(&row, c_wake));
         if let (Some(t0), Some(w)) = (t0, t_wake) {
-            m.component("L_I".into(), w - t0);
+            m.component("L_I", w - t0);
         }
-        let mut depart = sender_tx.get(&key).copied().or(t_send);
+        let mut depart = tx.sender.get(&key).copied().or(filled(cell(&row, c_send)));
         if let (Some(w), Some(d)) = (t_wake, depart) {
-            m.component("L_Tx".into(), d - w);
+            m.component("L_Tx", d - w);
         }
-        let mut prev_name = sender.clone();
-        for (node, rx_k, rx_a, tx_a) in hops {
-            let name = ids
+        let mut prev_name = a.input.path.first().cloned().unwrap_or_default();
+        for &(node, rx_k, rx_a, tx_a) in &hops {
+            let hop = ids
                 .get(&node)
                 .cloned()
                 .unwrap_or_else(|| format!("node {node}"));
             let arrive = rx_k.or(rx_a);
-            if let (Some(d), Some(a)) = (depart, arrive) {
-                m.component(format!("link {prev_name}→{name}"), a - d);
+            if let (Some(d), Some(ar)) = (depart, arrive) {
+                name.clear();
+                name.push_str("link ");
+                name.push_str(&prev_name);
+                name.push('→');
+                name.push_str(&hop);
+                m.component(&name, ar - d);
             }
-            let leave = router_tx
-                .get(&name)
+            let leave = tx
+                .routers
+                .get(&hop)
                 .and_then(|t| t.get(&key).copied())
                 .or(tx_a);
-            if let (Some(a), Some(l)) = (arrive, leave) {
-                m.component(format!("{name} residence"), l - a);
+            if let (Some(ar), Some(l)) = (arrive, leave) {
+                name.clear();
+                name.push_str(&hop);
+                name.push_str(" residence");
+                m.component(&name, l - ar);
             }
             depart = leave;
-            prev_name = name;
+            prev_name = hop;
         }
-        let k_rx = filled(g("kernel_rx"));
+        let k_rx = filled(cell(&row, c_krx));
         if let (Some(d), Some(k)) = (depart, k_rx) {
-            m.component(format!("link {prev_name}→{receiver}"), k - d);
+            let receiver = a.input.path.last().map(String::as_str).unwrap_or("");
+            name.clear();
+            name.push_str("link ");
+            name.push_str(&prev_name);
+            name.push('→');
+            name.push_str(receiver);
+            m.component(&name, k - d);
         }
-        if let (Some(k), Some(a)) = (k_rx, app) {
-            m.component("L_Rx".into(), a - k);
+        if let (Some(k), Some(ap)) = (k_rx, app) {
+            m.component("L_Rx", ap - k);
         }
     }
-    m.series = decimate(&series, SERIES_MAX);
-    m
+    accs.into_iter()
+        .map(|a| {
+            let mut m = a.m;
+            m.series = a.series.points();
+            m
+        })
+        .collect()
 }
 
 impl FlowMeasure {
@@ -426,8 +546,14 @@ pub struct Collected {
     pub warnings: Vec<String>,
 }
 
-/// Reads a run directory.
-pub fn collect(plan: &Plan, dir: &Path) -> Collected {
+fn open(path: &Path) -> Option<BufReader<File>> {
+    File::open(path)
+        .ok()
+        .map(|f| BufReader::with_capacity(1 << 16, f))
+}
+
+/// Reads a run directory. `span_ns`: how long the traffic ran (bounds the series).
+pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
     let mut docs = BTreeMap::new();
     let mut warnings = Vec::new();
     for n in &plan.nodes {
@@ -465,67 +591,94 @@ pub fn collect(plan: &Plan, dir: &Path) -> Collected {
         .filter_map(|n| docs.get(&n.name).map(|d| (n.name.clone(), d.clone())))
         .collect();
     let slips = slips_by_flow(&routers);
-    let mut router_tx = HashMap::new();
-    for (name, _) in &routers {
-        if let Some(t) = Table::read(&dir.join(format!("{name}-tx.csv"))) {
-            router_tx.insert(name.clone(), tx_times(&t));
-        }
-    }
-    let mut sender_tx: HashMap<(u32, u64), i64> = HashMap::new();
+
+    // TX timestamps, within a bound
+    let mut tx = TxJoin::default();
     let mut sent: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut receivers: BTreeMap<String, Table> = BTreeMap::new();
+    let mut joined = 0usize;
+    let mut complete = true;
     for n in &plan.nodes {
-        match n.role {
-            Role::Sender => {
-                if let Some(t) = Table::read(&dir.join(format!("{}-tx.csv", n.name))) {
-                    sender_tx.extend(tx_times(&t));
-                    for (f, c) in rows_per_flow(&t) {
-                        sent.entry(f).or_insert(c);
-                    }
-                }
-                if let Some(d) = docs.get(&n.name) {
-                    sent.extend(sent_by_flow(d));
-                }
+        let is_router = matches!(n.role, Role::Edge | Role::Core) && n.config.is_some();
+        if n.role != Role::Sender && !is_router {
+            continue;
+        }
+        let Some(f) = open(&dir.join(format!("{}-tx.csv", n.name))) else {
+            continue;
+        };
+        let mut map = HashMap::new();
+        let mut rows = BTreeMap::new();
+        complete &= read_tx(f, TX_JOIN_MAX.saturating_sub(joined), &mut map, &mut rows);
+        joined += map.len();
+        if n.role == Role::Sender {
+            tx.sender.extend(map);
+            for (flow, c) in rows {
+                sent.entry(flow).or_insert(c);
             }
-            Role::Receiver => {
-                if let Some(t) = Table::read(&dir.join(format!("{}-packets.csv", n.name))) {
-                    receivers.insert(n.name.clone(), t);
-                }
+            if let Some(d) = docs.get(&n.name) {
+                sent.extend(sent_by_flow(d));
             }
-            _ => {}
+        } else {
+            tx.routers.insert(n.name.clone(), map);
         }
     }
+    if !complete {
+        warnings.push(format!(
+            "more than {TX_JOIN_MAX} TX timestamps: the rest of the per-hop split uses the application's send times"
+        ));
+    }
+
     let tf_ns = plan.run.tf.as_nanos();
-    let mut flows = Vec::new();
-    let mut lines = Vec::new();
-    let empty = Table::default();
-    for f in &plan.flows {
-        let input = FlowInput {
+    let kernel = plan.run.mode == super::scenario::RunMode::Kernel;
+    let inputs: Vec<FlowInput<'_>> = plan
+        .flows
+        .iter()
+        .map(|f| FlowInput {
             id: f.id,
             name: &f.name,
             path: &f.path,
             sent: sent.get(&f.id).copied(),
             slips: slips.get(&f.id).copied().unwrap_or(0),
-        };
-        let receiver = f.path.last().cloned().unwrap_or_default();
-        let table = receivers.get(&receiver).unwrap_or(&empty);
-        let expect: Vec<u32> = f
-            .path
+            expect_hops: if kernel {
+                Vec::new()
+            } else {
+                f.path
+                    .iter()
+                    .skip(1)
+                    .take(f.path.len().saturating_sub(2))
+                    .filter_map(|n| plan.node(n).map(|p| p.id))
+                    .collect()
+            },
+        })
+        .collect();
+    // every receiver's file once, for all its flows
+    let mut measured: BTreeMap<u32, FlowMeasure> = BTreeMap::new();
+    for n in plan.nodes.iter().filter(|n| n.role == Role::Receiver) {
+        let mine: Vec<FlowInput<'_>> = inputs
             .iter()
-            .skip(1)
-            .take(f.path.len().saturating_sub(2))
-            .filter_map(|n| plan.node(n).map(|p| p.id))
+            .filter(|f| f.path.last() == Some(&n.name))
+            .cloned()
             .collect();
-        let expect = if plan.run.mode == super::scenario::RunMode::Kernel {
-            Vec::new()
-        } else {
-            expect
+        if mine.is_empty() {
+            continue;
+        }
+        let ms = match open(&dir.join(format!("{}-packets.csv", n.name))) {
+            Some(f) => measure_flows(f, &mine, tf_ns, span_ns, &ids, &tx),
+            None => measure_flows(std::io::empty(), &mine, tf_ns, span_ns, &ids, &tx),
         };
-        let m = measure_flow(table, &input, tf_ns, &ids, &sender_tx, &router_tx, &expect);
-        let report = m.report(&input);
+        for (f, m) in mine.iter().zip(ms) {
+            measured.insert(f.id, m);
+        }
+    }
+    let mut flows = Vec::new();
+    let mut lines = Vec::new();
+    for input in &inputs {
+        let Some(m) = measured.get(&input.id) else {
+            continue;
+        };
+        let report = m.report(input);
         let s = &report.latency;
         lines.push(FlowLine {
-            flow: f.name.clone(),
+            flow: input.name.to_string(),
             sent: report.sent,
             received: report.received,
             lost: report.lost,
@@ -568,28 +721,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tables_by_column_name() {
-        let t = Table::parse("flow,seq,x\n1,2,3\n4,,oops\n5\n\n");
-        assert_eq!(t.rows.len(), 3);
-        assert_eq!(t.get(&t.rows[0], "x"), Some(3));
-        assert_eq!(t.get(&t.rows[1], "seq"), None);
-        assert_eq!(t.get(&t.rows[1], "x"), None);
-        assert_eq!(t.get(&t.rows[2], "seq"), None);
-        assert_eq!(t.get(&t.rows[0], "nope"), None);
-        assert_eq!(Table::parse("").rows.len(), 0);
+    fn rows_by_column_name() {
+        let c = Columns::parse("flow,seq,x");
+        let mut row = Vec::new();
+        parse_row("4,,oops", &mut row);
+        assert_eq!(row, [Some(4), None, None]);
+        assert_eq!(cell(&row, c.get("flow")), Some(4));
+        assert_eq!(cell(&row, c.get("seq")), None);
+        assert_eq!(cell(&row, c.get("nope")), None);
+        parse_row("5", &mut row);
+        assert_eq!(cell(&row, c.get("x")), None);
     }
 
     #[test]
-    fn decimation_keeps_extremes_and_bounds_the_length() {
-        let s: Vec<(i64, i64)> = (0..10_000)
-            .map(|i| (i, if i == 7777 { 1_000_000 } else { i % 10 }))
-            .collect();
-        let d = decimate(&s, 100);
-        assert!(d.len() <= 100);
-        assert!(d.contains(&(7777, 1_000_000)));
-        assert!(d.windows(2).all(|w| w[0].0 < w[1].0));
-        let short = vec![(1, 1), (2, 2)];
-        assert_eq!(decimate(&short, 100), short);
+    fn tx_files_are_joined_within_a_bound() {
+        let text = "flow,seq,frame,tx_kernel\n1,0,9,100\n1,1,10,0\n2,0,9,300\n2,1,10,400\n";
+        let (mut map, mut rows) = (HashMap::new(), BTreeMap::new());
+        assert!(read_tx(text.as_bytes(), 10, &mut map, &mut rows));
+        assert_eq!(
+            map,
+            HashMap::from([((1, 0), 100), ((2, 0), 300), ((2, 1), 400)])
+        );
+        assert_eq!(rows, BTreeMap::from([(1, 2), (2, 2)]));
+        let (mut map, mut rows) = (HashMap::new(), BTreeMap::new());
+        assert!(!read_tx(text.as_bytes(), 2, &mut map, &mut rows));
+        assert_eq!(map.len(), 2);
+        assert_eq!(rows, BTreeMap::from([(1, 2), (2, 2)]));
+    }
+
+    #[test]
+    fn series_keep_extremes_in_bounded_buckets() {
+        let mut s = Series::new(10_000);
+        for i in 0..100_000i64 {
+            s.push(i, if i == 77_777 { 1_000_000 } else { i % 10 });
+        }
+        let p = s.points();
+        assert!(p.len() <= SERIES_MAX);
+        assert!(p.contains(&(77_777, 1_000_000)));
+        assert!(p.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
     const PACKETS: &str = "flow,seq,frame,t0,t_wake,t_send,kernel_rx,app_rx,latency,h1_node,h1_rx_kernel,h1_rx_app,h1_tx_app,h2_node,h2_rx_kernel,h2_rx_app,h2_tx_app
@@ -600,35 +769,33 @@ mod tests {
 1,3,13,4000000,4000010,4000020,4000900,4001000,1000,3,4000100,4000110,4000300,,,,
 ";
 
-    type Inputs = (
-        Vec<String>,
-        HashMap<u32, String>,
-        HashMap<(u32, u64), i64>,
-        HashMap<String, HashMap<(u32, u64), i64>>,
-    );
-
-    fn inputs() -> Inputs {
+    fn setup() -> (Vec<String>, HashMap<u32, String>, TxJoin) {
         let path = vec!["tx".to_string(), "r1".into(), "r2".into(), "rx".into()];
         let ids: HashMap<u32, String> = [(2, "r1".to_string()), (3, "r2".to_string())].into();
-        let sender_tx: HashMap<(u32, u64), i64> = [((1, 0), 1_000_030)].into();
-        let router_tx: HashMap<String, HashMap<(u32, u64), i64>> =
-            [("r1".to_string(), [((1, 0), 1_000_310)].into())].into();
-        (path, ids, sender_tx, router_tx)
+        let tx = TxJoin {
+            sender: [((1, 0), 1_000_030)].into(),
+            routers: [("r1".to_string(), [((1, 0), 1_000_310)].into())].into(),
+        };
+        (path, ids, tx)
+    }
+
+    fn input<'a>(path: &'a [String], sent: Option<u64>, slips: u64) -> FlowInput<'a> {
+        FlowInput {
+            id: 1,
+            name: "f",
+            path,
+            sent,
+            slips,
+            expect_hops: vec![2, 3],
+        }
     }
 
     #[test]
     fn one_packet_decomposes_exactly_into_its_latency() {
         let one: String = PACKETS.lines().take(2).map(|l| format!("{l}\n")).collect();
-        let t = Table::parse(&one);
-        let (path, ids, sender_tx, router_tx) = inputs();
-        let flow = FlowInput {
-            id: 1,
-            name: "f",
-            path: &path,
-            sent: None,
-            slips: 0,
-        };
-        let m = measure_flow(&t, &flow, 1500, &ids, &sender_tx, &router_tx, &[2, 3]);
+        let (path, ids, tx) = setup();
+        let flows = [input(&path, None, 0)];
+        let m = &measure_flows(one.as_bytes(), &flows, 1500, 1_000_000_000, &ids, &tx)[0];
         let spans: Vec<(&str, Option<i64>)> = m
             .components
             .iter()
@@ -651,22 +818,15 @@ mod tests {
         let total: i64 = spans.iter().filter_map(|s| s.1).sum();
         assert_eq!(Some(total), m.latency.min());
         assert_eq!(m.latency.min(), Some(1050));
-        let r = m.report(&flow);
+        let r = m.report(&flows[0]);
         assert_eq!((r.sent, r.received, r.lost), (1, 1, 0));
     }
 
     #[test]
     fn a_flow_counts_duplicates_late_packets_and_other_paths() {
-        let t = Table::parse(PACKETS);
-        let (path, ids, sender_tx, router_tx) = inputs();
-        let flow = FlowInput {
-            id: 1,
-            name: "f",
-            path: &path,
-            sent: Some(4),
-            slips: 2,
-        };
-        let m = measure_flow(&t, &flow, 1500, &ids, &sender_tx, &router_tx, &[2, 3]);
+        let (path, ids, tx) = setup();
+        let flows = [input(&path, Some(4), 2)];
+        let m = &measure_flows(PACKETS.as_bytes(), &flows, 1500, 1_000_000_000, &ids, &tx)[0];
         // seq 1 twice, seq 3 crossed r2 only, L = 2100 > TF for seq 1
         assert_eq!(
             (m.received, m.duplicates, m.over_tf, m.off_path),
@@ -689,13 +849,16 @@ mod tests {
                 "link tx→r2"
             ]
         );
-        let r = m.report(&flow);
+        let r = m.report(&flows[0]);
         assert_eq!((r.sent, r.received, r.lost, r.slips), (4, 3, 1, 2));
         assert_eq!(r.inter_arrival.count, 2);
         assert_eq!(
             r.inter_arrival_series,
             vec![(1_001_050, 1_001_050), (2_999_950, 1_998_900)]
         );
+        // an empty file measures nothing
+        let none = &measure_flows(std::io::empty(), &flows, 1500, 1, &ids, &tx)[0];
+        assert_eq!((none.received, none.latency.count()), (0, 0));
     }
 
     #[test]

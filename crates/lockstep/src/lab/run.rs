@@ -675,7 +675,7 @@ fn run_one(
     }
     topo.teardown()?;
 
-    let got = collect(p, dir);
+    let got = collect(p, dir, (duration + drain).as_nanos());
     // what every node says about the host is said once, in the summary's warnings
     let host = lockstep_linux::host::collect().warnings();
     let own: Vec<String> = got
