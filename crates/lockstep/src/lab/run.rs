@@ -93,6 +93,8 @@ struct Progress {
     quiet: bool,
     tty: bool,
     prefix: String,
+    /// Not a terminal: when the last status line was printed.
+    last: std::cell::Cell<Option<StdInstant>>,
 }
 
 impl Progress {
@@ -111,8 +113,16 @@ impl Progress {
             if last {
                 eprintln!();
             }
-        } else if last {
-            eprintln!("{}{text}", self.prefix);
+        } else {
+            // a log, not a terminal: a line every few seconds
+            let due = self
+                .last
+                .get()
+                .is_none_or(|t| t.elapsed() >= StdDuration::from_secs(5));
+            if last || due {
+                self.last.set(Some(StdInstant::now()));
+                eprintln!("{}{text}", self.prefix);
+            }
         }
     }
 }
@@ -823,6 +833,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
             quiet: opts.quiet,
             tty,
             prefix: format!("lab {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label),
+            last: std::cell::Cell::new(None),
         };
         let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
         progress.line(&format!(
