@@ -552,13 +552,18 @@ impl Node {
         match self.ports[out].queues.try_enqueue(frame, bytes, p) {
             Ok(_) => {}
             Err((EnqueueError::Late { .. }, p)) => self.slip(out, p),
+            // A packet placed too far ahead (its frame was recovered wrongly) or
+            // finding its frame's queue full will not leave in its intended frame
+            // either: it is a slip like a late one, and `on_slip` decides its fate.
+            // Sending it best effort regardless let it wait behind a saturated
+            // link for seconds (mesh4).
             Err((EnqueueError::TooEarly { .. }, p)) => {
                 self.counters.too_early += 1;
-                self.push_best_effort(out, p);
+                self.slip(out, p);
             }
             Err((EnqueueError::Full { .. }, p)) => {
                 self.counters.queue_full += 1;
-                self.push_best_effort(out, p);
+                self.slip(out, p);
             }
         }
     }

@@ -929,6 +929,40 @@ fn frame_slips_are_counted_per_flow_and_port() {
     assert_eq!(node.counters().ports[1].tx_dropped, 1);
 }
 
+#[test]
+fn a_reserved_packet_that_finds_its_frame_full_is_a_slip() {
+    // 10 000 bits a frame: two 500-byte packets (538 bytes on the wire each) fit,
+    // a third does not. It must not wait behind the link as best effort: with
+    // on_slip = drop it is dropped and counted as a slip of its flow.
+    let mut config = core_config();
+    config.flows = vec![flow(1, 5001, 2, None, vec![])];
+    config.on_slip = SlipAction::Drop;
+    let c = clock(4);
+    let mut node = Node::new(config).unwrap();
+    for tag in 0..3 {
+        let pkt = Udp::to(dst(), 5001).dscp(c.dscp(0)).sized(500, tag);
+        node.handle_packet(10, PortId(1), &pkt, RxMeta::default());
+    }
+    let cn = node.counters();
+    assert_eq!(cn.queue_full, 1);
+    assert_eq!(
+        (
+            cn.flows[0].slipped,
+            cn.ports[1].slipped,
+            cn.ports[1].tx_dropped
+        ),
+        (1, 1, 1)
+    );
+    let mut sent = Vec::new();
+    while let Some(tx) = node.poll_transmit(2 * TF + 10) {
+        sent.push((tx.kind, tx.frame));
+    }
+    assert_eq!(
+        sent,
+        vec![(TxKind::Reserved, Some(2)), (TxKind::Reserved, Some(2))]
+    );
+}
+
 // ----- edge -------------------------------------------------------------------
 
 /// A host packet for the edge of [`chain`]: UDP to 10.0.2.2:`dport`.
