@@ -209,6 +209,8 @@ pub struct Admission {
     /// `succ[u][v]`: how many flows go from server u straight to server v.
     succ: Vec<BTreeMap<usize, u32>>,
     next_seq: u64,
+    /// See [`Admission::set_propagation_grid`].
+    grid: Option<Q>,
 }
 
 #[derive(Clone, Debug)]
@@ -285,6 +287,12 @@ impl Admission {
     /// enforced here (see [`Report::late_flows`]): a network file may describe a
     /// configuration that fails its checks, and `calc` reports that.
     pub fn new(net: &Network) -> Result<Admission, InputError> {
+        Admission::with_grid(net, None)
+    }
+
+    /// [`Admission::new`] with propagated delays rounded up to `grid` from the start
+    /// (see [`Admission::set_propagation_grid`]).
+    pub fn with_grid(net: &Network, grid: Option<Q>) -> Result<Admission, InputError> {
         let mut server_index = HashMap::new();
         for (i, s) in net.servers.iter().enumerate() {
             let field = |k: &str| Field::new("server", Some(i), Some(&s.name)).key(k);
@@ -305,6 +313,7 @@ impl Admission {
             flow_index: HashMap::new(),
             succ: vec![BTreeMap::new(); net.servers.len()],
             next_seq: 0,
+            grid: grid.filter(Q::is_positive),
         };
         for (i, f) in net.flows.iter().enumerate() {
             let field = |k: &str| Field::new("flow", Some(i), Some(&f.name)).key(k);
@@ -589,7 +598,10 @@ impl Admission {
                         &(&agg_b - &b),
                     )
                     .ok_or(Unbounded(j))?;
-                    let out = (k + 1 < hops).then(|| alpha.shift(&d));
+                    let out = (k + 1 < hops).then(|| match &self.grid {
+                        Some(g) => alpha.shift(&d.ceil_to(g)),
+                        None => alpha.shift(&d),
+                    });
                     (res, d, out)
                 }
                 Multiplexing::Arbitrary => {
@@ -877,6 +889,23 @@ impl Admission {
         }
         self.recompute(&order, &mut ov)?;
         Ok(ov)
+    }
+
+    /// Rounds the FIFO delay by which a flow's arrival curve is shifted to the next
+    /// server *up* to a multiple of `grid` (e.g. 1 ps), or stops rounding (`None`, the
+    /// default), and re-analyses everything.
+    ///
+    /// Why: exact arithmetic is exact, but every FIFO hop divides by a rate and the
+    /// next hop's bursts contain that quotient, so denominators grow with the depth
+    /// of the network and deep networks spend their time in big-integer arithmetic.
+    /// A larger arrival curve is still an arrival curve, so rounding the propagated
+    /// delay up keeps every bound valid (and monotone) while keeping the numbers
+    /// small; each bound grows by at most the flows' rates times one grid step per
+    /// hop. Single-server results, and every per-hop delay, stay exact functions of
+    /// their (rounded-up) inputs.
+    pub fn set_propagation_grid(&mut self, grid: Option<Q>) {
+        self.grid = grid.filter(Q::is_positive);
+        self.reanalyse_all();
     }
 
     /// The bounds of one flow.

@@ -28,7 +28,7 @@ enum Repr {
     Big(Box<BigRational>),
 }
 
-fn gcd_u128(mut a: u128, mut b: u128) -> u128 {
+fn gcd_u64(mut a: u64, mut b: u64) -> u64 {
     if a == 0 {
         return b;
     }
@@ -45,6 +45,35 @@ fn gcd_u128(mut a: u128, mut b: u128) -> u128 {
         b -= a;
         if b == 0 {
             return a << shift;
+        }
+    }
+}
+
+fn gcd_u128(mut a: u128, mut b: u128) -> u128 {
+    if a == 0 {
+        return b;
+    }
+    if b == 0 {
+        return a;
+    }
+    // Most values fit 64 bits, where the loop is several times cheaper.
+    if let (Ok(x), Ok(y)) = (u64::try_from(a), u64::try_from(b)) {
+        return u128::from(gcd_u64(x, y));
+    }
+    let shift = (a | b).trailing_zeros();
+    a >>= a.trailing_zeros();
+    loop {
+        b >>= b.trailing_zeros();
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        b -= a;
+        if b == 0 {
+            return a << shift;
+        }
+        // Once both fit 64 bits, finish there.
+        if let (Ok(x), Ok(y)) = (u64::try_from(a), u64::try_from(b)) {
+            return u128::from(gcd_u64(x, y)) << shift;
         }
     }
 }
@@ -237,6 +266,23 @@ impl Q {
     pub fn floor(&self) -> BigInt {
         let b = self.to_big();
         b.floor().to_integer()
+    }
+
+    /// The smallest multiple of `step` (> 0) that is not below the value; the value
+    /// itself when `step` is not positive.
+    pub fn ceil_to(&self, step: &Q) -> Q {
+        if !step.is_positive() {
+            return self.clone();
+        }
+        let x = self / step;
+        let k = match &x.0 {
+            Repr::Small(n, d) => {
+                let k = n.div_euclid(*d) + i128::from(n.rem_euclid(*d) != 0);
+                Q(Repr::Small(k, 1))
+            }
+            Repr::Big(b) => Q::from_big_rational(b.ceil()),
+        };
+        &k * step
     }
 }
 
@@ -551,6 +597,27 @@ mod tests {
         assert_eq!(a.cmp(&b), big(&a).cmp(&big(&b)));
         assert_eq!((-&a).cmp(&-&b), big(&-&a).cmp(&big(&-&b)));
         assert_eq!(b.cmp(&a), big(&b).cmp(&big(&a)));
+    }
+
+    #[test]
+    fn gcd_paths_agree() {
+        assert_eq!(gcd_u128(0, 5), 5);
+        assert_eq!(gcd_u128(12, 18), 6);
+        assert_eq!(gcd_u128(1 << 100, 3 << 90), 1 << 90);
+        let big = (1u128 << 70) * 3 * 7;
+        assert_eq!(gcd_u128(big, 21 << 5), 21 << 5);
+        assert_eq!(gcd_u128(u128::MAX, u128::MAX - 1), 1);
+        assert_eq!(gcd_u64(48, 180), 12);
+    }
+
+    #[test]
+    fn ceil_to_a_grid() {
+        let ps = q(1, 1_000_000_000_000);
+        assert_eq!(q(1, 3).ceil_to(&q(1, 10)), q(2, 5));
+        assert_eq!(q(3, 10).ceil_to(&q(1, 10)), q(3, 10));
+        assert_eq!(q(-1, 3).ceil_to(&q(1, 10)), q(-3, 10));
+        assert_eq!(q(1, 3_000_000).ceil_to(&ps), q(333_334, 1_000_000_000_000));
+        assert_eq!(q(5, 7).ceil_to(&Q::zero()), q(5, 7));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! - removing a flow restores every bound exactly;
 //! - no bound is below the worst delay an exact fluid simulation of symmetric bursts
 //!   through FIFO rate-latency servers produces;
-//! - the SPEC §4 port formulas equal the generic deviations.
+//! - the SPEC §4 port formulas equal the generic deviations;
+//! - all of this also with propagated delays rounded up to a grid.
 //!
 //! Sizes are small so the whole file runs in a few seconds.
 
@@ -115,10 +116,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
-    fn incremental_equals_full_and_bounds_only_grow(s in spec(4, 5, false)) {
+    fn incremental_equals_full_and_bounds_only_grow(s in spec(4, 5, false), grid in prop::option::of(1i64..=5)) {
         let net = network(&s);
         prop_assume!(stable(&net));
+        let grid = grid.map(|g| Q::ratio(g as i128, 7).unwrap());
         let mut adm = Admission::new(&Network { servers: net.servers.clone(), flows: vec![] }).unwrap();
+        adm.set_propagation_grid(grid.clone());
         let mut before_last = adm.snapshot();
         for f in &net.flows {
             before_last = adm.snapshot();
@@ -148,17 +151,26 @@ proptest! {
                 servers: net.servers.clone(),
                 flows: net.flows[1..net.flows.len() - 1].to_vec(),
             };
-            let fresh = Admission::new(&rest).unwrap().snapshot();
+            let mut fresh = Admission::new(&rest).unwrap();
+            fresh.set_propagation_grid(grid.clone());
+            let fresh = fresh.snapshot();
             prop_assert_eq!(&adm.snapshot().flows, &fresh.flows);
             prop_assert_eq!(adm.snapshot(), adm.full_reanalysis());
         }
     }
 
     #[test]
-    fn no_bound_below_the_symmetric_burst_simulation(s in spec(3, 4, true)) {
+    fn no_bound_below_the_symmetric_burst_simulation(s in spec(3, 4, true), grid in prop::option::of(1i64..=5)) {
         let net = network(&s);
         prop_assume!(stable(&net));
-        let report = Admission::new(&net).unwrap().snapshot();
+        let exact = Admission::new(&net).unwrap();
+        let mut adm = exact.clone();
+        adm.set_propagation_grid(grid.map(|g| Q::ratio(g as i128, 7).unwrap()));
+        let report = adm.snapshot();
+        // Rounding the propagated delays up never lowers a bound.
+        for (e, r) in exact.snapshot().flows.iter().zip(report.flows.iter()) {
+            prop_assert!(r.tfa >= e.tfa && r.sfa >= e.sfa);
+        }
         let sim = simulate(&net, &i(1000)).unwrap();
         for (f, worst) in report.flows.iter().zip(sim.iter()) {
             prop_assert!(worst <= &f.tfa, "{}: simulated {} > TFA {}", f.name, worst, f.tfa);
