@@ -4,11 +4,21 @@
 # time per admission (p50/p99/max) and the time of a full re-analysis.
 # Targets: <= 1 ms per admission, < 10 s for the full re-analysis.
 #
-#   bench/admission.sh [--topology pods|flat] [--flows N] [--servers N] [--seed S]
+#   bench/admission.sh [--topology pods|flat] [--flows N] [--servers N] [--seed S] [--grid-ps N]
+#
+# Without arguments it runs the default twice: with exact arithmetic, and with the
+# delays propagated downstream rounded up to 1 ps (Admission::set_propagation_grid).
 #
 # The default topology groups the servers in cells of 10 (paths stay in a cell);
 # --topology flat spreads paths over one order of all servers, where everything
 # downstream of a path is a large part of the network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo run --quiet --release -p lockstep-netcalc --example admission_bench -- "$@"
+cargo build --quiet --release -p lockstep-netcalc --example admission_bench
+bin="${CARGO_TARGET_DIR:-target}/release/examples/admission_bench"
+if [ $# -eq 0 ]; then
+    "$bin"
+    "$bin" --grid-ps 1
+else
+    "$bin" "$@"
+fi

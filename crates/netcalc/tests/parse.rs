@@ -1,0 +1,94 @@
+//! The network file: every error names the field and its line.
+
+use lockstep_netcalc::{load, parse_network, Multiplexing, Q};
+
+const NET: &str = r#"[[server]]
+name = "s0"
+rate = "20B/us"
+latency = "0.5ms"
+buffer = "2MiB"
+
+[[server]]
+name = "s1"
+rate = "1Gbps"
+latency = "20us"
+multiplexing = "arbitrary"
+
+[[flow]]
+name = "f0"
+path = ["s0", "s1"]
+rate = "40Mbit/s"
+burst = "25B"
+peak = "100Mbit/s"
+max_packet = "25B"
+deadline = "1ms"
+"#;
+
+fn err(text: &str) -> String {
+    load(text).map(|_| ()).unwrap_err().to_string()
+}
+
+#[test]
+fn values_are_parsed_exactly() {
+    let net = parse_network(NET).unwrap();
+    assert_eq!(net.servers[0].rate, Q::int(160_000_000));
+    assert_eq!(net.servers[0].latency, Q::ratio(1, 2000).unwrap());
+    assert_eq!(net.servers[0].buffer, Some(Q::int(8 << 21)));
+    assert_eq!(net.servers[0].multiplexing, Multiplexing::Fifo);
+    assert_eq!(net.servers[1].multiplexing, Multiplexing::Arbitrary);
+    assert_eq!(net.flows[0].burst, Q::int(200));
+    assert_eq!(net.flows[0].deadline, Some(Q::ratio(1, 1000).unwrap()));
+    assert!(load(NET).is_ok());
+}
+
+#[test]
+fn errors_name_line_and_field() {
+    assert_eq!(
+        err(&NET.replace("\"s1\"]", "\"s9\"]")),
+        "line 15: flow[0] \"f0\".path[1]: unknown server \"s9\""
+    );
+    assert_eq!(
+        err(&NET.replace("\"0.5ms\"", "\"0.5\"")),
+        "line 4: server[0] \"s0\".latency: expected a duration like 20us, 1ms or 0.5ms, got \"0.5\" (the unit is missing)"
+    );
+    assert_eq!(
+        err(&NET.replace("\"arbitrary\"", "\"wfq\"")),
+        "line 11: server[1] \"s1\".multiplexing: expected \"fifo\" or \"arbitrary\", got \"wfq\""
+    );
+    assert_eq!(
+        err(&NET.replace("rate = \"1Gbps\"", "rate = 1000")),
+        "line 9: server[1] \"s1\".rate: expected a string with its unit (a rate like 100Mbit/s or 20B/us), got an integer"
+    );
+    assert_eq!(
+        err(&NET.replace("name = \"f0\"\n", "")),
+        "line 13: flow[0].name: missing (required)"
+    );
+    assert_eq!(
+        err(&format!("{NET}\n[links]\nx = 1\n")),
+        "line 22: unknown key \"links\" (expected [[server]] and [[flow]] tables)"
+    );
+    assert_eq!(
+        err(&NET.replace("rate = \"40Mbit/s\"", "rate = \"-40Mbit/s\"")),
+        "line 16: flow[0] \"f0\".rate: must be above 0, got -40 Mbit/s"
+    );
+    assert_eq!(
+        err(&NET.replace("peak = \"100Mbit/s\"", "peak = \"10Mbit/s\"")),
+        "line 18: flow[0] \"f0\".peak: 10 Mbit/s is below the sustained rate 40 Mbit/s"
+    );
+    assert_eq!(
+        err(&NET.replace("max_packet = \"25B\"\n", "")),
+        "line 13: flow[0] \"f0\".max_packet: required with a peak rate (the M of the T-SPEC (C, M, r, b))"
+    );
+    assert_eq!(
+        err(&NET.replace("name = \"s1\"", "name = \"s0\"")),
+        "line 8: server[1] \"s0\".name: a server named \"s0\" is already defined"
+    );
+    assert_eq!(
+        err(&NET.replace("[\"s0\", \"s1\"]", "[\"s0\", \"s0\"]")),
+        "line 15: flow[0] \"f0\".path[1]: server \"s0\" appears twice: a path that loops is a cyclic network (out of scope)"
+    );
+    assert!(err(
+        "[[server]]\nname = \"s0\"\nrate = \"1Mbps\"\nlatency = \"1us\"\nrate = \"2Mbps\"\n"
+    )
+    .starts_with("line 5: "));
+}
