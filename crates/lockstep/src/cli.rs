@@ -43,6 +43,10 @@ pub enum Command {
     /// Delay and backlog bounds of a network of servers and shaped flows (network
     /// calculus, exact): TFA and SFA per flow, backlog per server.
     Calc(crate::calc::CalcArgs),
+    /// The admission controller (`serve`: HTTP/JSON, reservations in SQLite) and its
+    /// client (`add`, `remove`, `list`, `show`, `schedule NODE`).
+    #[command(subcommand)]
+    Ctl(crate::ctl::CtlCmd),
 }
 
 /// Real-time setup of the measuring thread.

@@ -4,6 +4,7 @@
 
 mod calc;
 mod cli;
+mod ctl;
 mod export;
 mod lab;
 mod node;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         cli::Command::Demo(args) => lab::demo(args),
         cli::Command::Export(args) => export::run(args),
         cli::Command::Calc(args) => calc::run(args),
+        cli::Command::Ctl(cmd) => ctl::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
