@@ -17,8 +17,6 @@
 //! Curves are kept canonical (no two collinear pieces), so two curves describing the
 //! same function compare equal.
 
-use std::cmp::Ordering;
-
 use crate::q::Q;
 
 /// A concave piecewise-linear arrival curve: `α(0) = 0`; for `t > 0` it starts at
@@ -706,19 +704,6 @@ pub fn backlog_bound(alpha: &Curve, beta: &Service) -> Option<Q> {
         best = best.max(v(&t));
     }
     Some(best.max(Q::zero()))
-}
-
-/// Orders curves by their values (used nowhere for decisions; handy in tests).
-pub fn dominates(a: &Curve, b: &Curve) -> bool {
-    // a ≥ b everywhere iff a ≥ b at 0+, at every breakpoint of either, and in the
-    // long run.
-    let ts = a.points().iter().chain(b.points()).map(|p| &p.0);
-    for t in ts {
-        if a.eval(t).cmp(&b.eval(t)) == Ordering::Less {
-            return false;
-        }
-    }
-    a.rate() >= b.rate()
 }
 
 #[cfg(test)]
