@@ -233,8 +233,11 @@ fn breaking_text(b: &Value) -> String {
 
 /// `{"exact", "unit", "value"}` → `80.4167 us`.
 fn shown(v: &Value) -> String {
-    match (v.get("value"), v.get("unit").and_then(Value::as_str)) {
-        (Some(x), Some(u)) => format!("{x} {u}"),
+    match (
+        v.get("value").and_then(Value::as_f64),
+        v.get("unit").and_then(Value::as_str),
+    ) {
+        (Some(x), Some(u)) => format!("{} {u}", lockstep_netcalc::units::format_float(x)),
         _ => "-".into(),
     }
 }
