@@ -27,6 +27,9 @@
 //! ports = [{ id = 1, rate = "100Mbit/s" }, { id = 2, rate = "100Mbit/s" }]
 //! ```
 //!
+//! Nodes (`lockstep node --controller URL --name NAME`) fetch their table at start
+//! and watch it for changes ([`sync`]).
+//!
 //! Client subcommands ([`client`]): `add`, `remove`, `list`, `show`, `schedule NODE`;
 //! exit 1 on a rejection, 2 on bad input, 3 when the controller cannot be reached.
 
@@ -36,6 +39,7 @@ pub mod client;
 pub mod server;
 pub mod state;
 pub mod store;
+pub mod sync;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

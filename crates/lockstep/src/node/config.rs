@@ -233,8 +233,33 @@ pub fn load(path: &Path) -> Result<NodeFile, ConfigError> {
     parse(path, &text)
 }
 
+/// Like [`load`], with `merge` applied to the file before it is checked
+/// (`--controller`: the controller's scheduling table replaces the rows). An error
+/// of `merge` is reported as one of `node.flows`.
+pub fn load_merged(
+    path: &Path,
+    merge: impl FnOnce(&mut NodeFile) -> Result<(), String>,
+) -> Result<NodeFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.to_path_buf(),
+        line: None,
+        column: None,
+        field: None,
+        message: format!("cannot read it: {e}"),
+    })?;
+    parse_merged(path, &text, merge)
+}
+
 /// Parses and checks the text of a node file (`path` only names it in errors).
 pub fn parse(path: &Path, text: &str) -> Result<NodeFile, ConfigError> {
+    parse_merged(path, text, |_| Ok(()))
+}
+
+fn parse_merged(
+    path: &Path,
+    text: &str,
+    merge: impl FnOnce(&mut NodeFile) -> Result<(), String>,
+) -> Result<NodeFile, ConfigError> {
     let located = |span: Option<Range<usize>>, field: Option<String>, message: String| {
         let (line, column) = match &span {
             Some(s) => {
@@ -259,6 +284,8 @@ pub fn parse(path: &Path, text: &str) -> Result<NodeFile, ConfigError> {
             .filter(|p| !p.is_empty());
         located(e.span(), field, e.message().to_string())
     })?;
+    let mut file = file;
+    merge(&mut file).map_err(|m| located(None, Some("node.flows".into()), m))?;
     // Fields named by a path: find where they are written (or the nearest enclosing
     // part that is).
     let at_field = |field: String, message: String| {

@@ -31,6 +31,12 @@
 //! `DIR/<name>-tx.csv` (sender and routers: software TX timestamps per probe, keyed
 //! by flow and seq) and `DIR/<name>-packets.csv` (receiver with `samples = true`).
 //!
+//! With `--controller URL [--name NAME]` the node takes its TDP rows from the
+//! admission controller (`lockstep ctl serve`): the table is fetched and merged into
+//! `[node]` before the file is checked, then watched (`crate::ctl::sync`); a sender
+//! applies a new table between two frames, a router keeps the table it started with
+//! (swapping it would drop its queued packets) and says so.
+//!
 //! Clock sync: the node reads the kernel's clock discipline (adjtimex). It warns when
 //! the estimated error exceeds TF/10 on a synchronised clock; with `--require-sync`
 //! it refuses (exit 3) an unsynchronised clock or one whose estimated error exceeds
@@ -96,6 +102,14 @@ pub struct NodeArgs {
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Take the TDP scheduling table from the admission controller at this URL
+    /// (`lockstep ctl serve`): fetched at start and watched for changes, which a
+    /// sender applies from the next frame on (see `ctl::sync`).
+    #[arg(long, value_name = "URL")]
+    pub controller: Option<String>,
+    /// This node's name at the controller (default: the node file's name).
+    #[arg(long, value_name = "NAME", requires = "controller")]
+    pub name: Option<String>,
 }
 
 /// Why a node stopped.
@@ -133,9 +147,35 @@ pub(crate) struct Ctx {
     pub duration: Option<Duration>,
     pub warnings: Vec<String>,
     pub realtime: Value,
+    /// The controller's table watcher (`--controller`).
+    pub controller: Option<crate::ctl::sync::Watcher>,
 }
 
 impl Ctx {
+    /// A newer scheduling table from the controller merged into the node's
+    /// configuration (which it then is), with its version; `None` when none came (or
+    /// it cannot be used: a warning says why).
+    pub fn schedule_update(&mut self) -> Option<u64> {
+        let u = self.controller.as_ref()?.take()?;
+        match crate::ctl::sync::apply_checked(&self.file.node, &u.schedule) {
+            Ok(cfg) => {
+                self.progress(&format!(
+                    "schedule version {} from the controller",
+                    u.version
+                ));
+                self.file.node = cfg;
+                Some(u.version)
+            }
+            Err(e) => {
+                self.warn(format!(
+                    "schedule version {} from the controller not applied: {e}",
+                    u.version
+                ));
+                None
+            }
+        }
+    }
+
     pub fn progress(&self, text: &str) {
         if !self.quiet {
             eprintln!("{text}");
@@ -260,7 +300,13 @@ struct NodeDoc<'a> {
 }
 
 pub fn run(args: NodeArgs) -> Result<()> {
-    let file = config::load(&args.config).map_err(|e| UsageError(e.to_string()))?;
+    let (file, controller) = match &args.controller {
+        None => (
+            config::load(&args.config).map_err(|e| UsageError(e.to_string()))?,
+            None,
+        ),
+        Some(url) => from_controller(&args.config, url, args.name.as_deref())?,
+    };
     let started_at = crate::report::rfc3339_now();
     let clock = file.live.clock;
     lockstep_linux::clock::check(clock).map_err(|e| EnvError(e.to_string()))?;
@@ -282,6 +328,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
         warnings,
         realtime: Value::Null,
         file,
+        controller,
     };
     let waiter = ctx.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
@@ -308,6 +355,53 @@ pub fn run(args: NodeArgs) -> Result<()> {
         Role::Edge | Role::Core => router::run(&mut ctx, &waiter)?,
     };
     finish(&args, &ctx, &host, started_at, outcome, start_ns)
+}
+
+/// `--controller`: the node file with the controller's table merged in before it is
+/// checked (exit 3 when the controller cannot be reached, 2 when its table does not
+/// fit the node), and the watcher for changes.
+fn from_controller(
+    path: &std::path::Path,
+    url: &str,
+    name: Option<&str>,
+) -> Result<(NodeFile, Option<crate::ctl::sync::Watcher>)> {
+    use crate::ctl::sync::{apply, fetch, SyncError, Watcher};
+    let mut unreachable = None;
+    let mut got = None;
+    let file = config::load_merged(path, |file| {
+        let name = name.unwrap_or(&file.node.name).to_string();
+        let (version, sched) = fetch(url, &name, None).map_err(|e| {
+            let text = format!("--controller: {e}");
+            if matches!(e, SyncError::Unreachable { .. }) {
+                unreachable = Some(text.clone());
+            }
+            text
+        })?;
+        file.node = apply(&file.node, &sched).map_err(|e| {
+            format!("--controller {url}: table of \"{name}\" (version {version}): {e}")
+        })?;
+        if file.node.role == Role::Sender {
+            // A sender sends only the flows its [live] section gives a destination.
+            let live = &file.live.flows;
+            file.node
+                .flows
+                .retain(|f| f.rows.is_empty() || live.iter().any(|l| l.flow == f.id));
+        }
+        got = Some((name, version, sched.flows.len()));
+        Ok(())
+    });
+    let file = match (file, unreachable) {
+        (Ok(f), _) => f,
+        (Err(_), Some(text)) => return Err(EnvError(text).into()),
+        (Err(e), None) => return Err(UsageError(e.to_string()).into()),
+    };
+    let (name, version, flows) = got.unwrap_or_default();
+    eprintln!(
+        "lockstep node {}: scheduling table version {version} from {url} ({flows} flows)",
+        file.node.name
+    );
+    let watcher = Watcher::spawn(url.to_string(), name, version);
+    Ok((file, Some(watcher)))
 }
 
 fn check_sync(

@@ -292,6 +292,13 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
         stop = r.run(start, end)?;
     }
     let stop_ns = r.now();
+    if let Some(u) = ctx.controller.as_ref().and_then(|w| w.take()) {
+        // Swapping a router's table would drop the packets its frame queues hold.
+        ctx.warn(format!(
+            "the controller's table changed while the router ran (version {}): a running router keeps the table it started with; restart it to apply",
+            u.version
+        ));
+    }
     r.finish()?;
     r.outcome(ctx, stop, stop_ns).map(|o| (o, start))
 }

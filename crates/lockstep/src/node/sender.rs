@@ -181,7 +181,7 @@ struct FlowSummary<'a> {
 pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
     let node = ctx.file.node.clone();
     let live = ctx.file.live.clone();
-    let sched = SenderSchedule::from_config(&node)
+    let mut sched = SenderSchedule::from_config(&node)
         .map_err(|e| UsageError(format!("node.{}: {}", e.field, e.message)))?;
     let fclock = *sched.frame_clock();
     let tf = fclock.tf().as_nanos();
@@ -302,7 +302,15 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
         let mut next = sched.next_at_or_after(start);
         stop = loop {
             let Some(sf) = next else {
-                break StopReason::Count;
+                // With a controller, an empty table waits for one.
+                match wait_for_table(ctx, waiter, end) {
+                    Ok(s) => {
+                        sched = s;
+                        next = sched.next_at_or_after(waiter.now().ns);
+                        continue;
+                    }
+                    Err(reason) => break reason,
+                }
             };
             if stop_requested() {
                 break StopReason::Signal;
@@ -381,7 +389,13 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
                     }
                 }
             }
-            next = sched.after(sf.frame);
+            // Between two frames: a new table from the controller applies from the
+            // next frame on.
+            let last = sf.frame;
+            if let Some(s) = table_update(ctx) {
+                sched = s;
+            }
+            next = sched.after(last);
         };
     }
     let stop_ns = waiter.now().ns;
@@ -472,6 +486,48 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
         },
         start,
     ))
+}
+
+/// The sender's frames from a newer controller table, if one came.
+fn table_update(ctx: &mut Ctx) -> Option<SenderSchedule> {
+    ctx.schedule_update()?;
+    match SenderSchedule::from_config(&ctx.file.node) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            ctx.warn(format!(
+                "controller table not applied: node.{}: {}",
+                e.field, e.message
+            ));
+            None
+        }
+    }
+}
+
+/// No frame to send in: without a controller the sender is done; with one it waits
+/// (checking every 10 ms) for a table with frames, the end of the run or a signal.
+fn wait_for_table(
+    ctx: &mut Ctx,
+    waiter: &Waiter,
+    end: Option<i64>,
+) -> Result<SenderSchedule, StopReason> {
+    if ctx.controller.is_none() {
+        return Err(StopReason::Count);
+    }
+    loop {
+        if stop_requested() {
+            return Err(StopReason::Signal);
+        }
+        let now = waiter.now().ns;
+        if end.is_some_and(|e| now >= e) {
+            return Err(StopReason::Duration);
+        }
+        if let Some(s) = table_update(ctx) {
+            if s.next_at_or_after(now).is_some() {
+                return Ok(s);
+            }
+        }
+        std::thread::sleep(StdDuration::from_millis(10));
+    }
 }
 
 fn preallocated() -> Histogram {
