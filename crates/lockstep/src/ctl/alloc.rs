@@ -229,6 +229,9 @@ pub struct NodeSchedule {
     pub flows: Vec<NodeFlow>,
 }
 
+/// Most frames per cycle the allocator keeps tables for (every port holds `k` rows).
+pub const MAX_K: u32 = 100_000;
+
 /// Most per-start explanations a rejection carries (k may be large).
 pub const MAX_BLOCKED: usize = 32;
 
@@ -265,8 +268,11 @@ impl TdpNetwork {
 
     fn check(&self) -> Result<(), TdpNetworkError> {
         let err = |field: String, message: String| Err(TdpNetworkError { field, message });
-        if self.k == 0 {
-            return err("k".into(), "must be at least 1".into());
+        if self.k == 0 || self.k > MAX_K {
+            return err(
+                "k".into(),
+                format!("{} is outside 1..={MAX_K} frames per cycle", self.k),
+            );
         }
         if !self.tf.is_positive() {
             return err("tf".into(), "must be above 0".into());
@@ -474,11 +480,23 @@ impl Allocator {
                 .find(|i| !self.ids.contains(i))
                 .unwrap_or(u32::MAX),
         };
+        // The ports of the hops (resolve checked that each exists).
+        let states: Vec<&PortState> = hops
+            .iter()
+            .enumerate()
+            .map(|(j, (node, port, _))| {
+                self.ports
+                    .get(&(node.clone(), *port))
+                    .ok_or_else(|| AllocError::Invalid {
+                        field: format!("path[{j}]"),
+                        message: format!("node \"{node}\" has no port {port}"),
+                    })
+            })
+            .collect::<Result<_, _>>()?;
         let k = u64::from(self.net.k);
         let slot_of = |start: u32, off: u64| ((u64::from(start) + off) % k) as u32;
         // A hop whose frame cannot hold the flow at all: no start frame helps.
-        for (j, (node, port, _)) in hops.iter().enumerate() {
-            let ps = &self.ports[&(node.clone(), *port)];
+        for (j, ((node, port, _), ps)) in hops.iter().zip(&states).enumerate() {
             let needed = u128::from(spec.packets) * ps.link.packet_bits(spec.size);
             if needed > ps.capacity_bits {
                 return Err(AllocError::NoRoom {
@@ -492,8 +510,7 @@ impl Allocator {
             }
         }
         let try_start = |start: u32| -> Result<(), Blocked> {
-            for (j, (node, port, off)) in hops.iter().enumerate() {
-                let ps = &self.ports[&(node.clone(), *port)];
+            for (j, ((node, port, off), ps)) in hops.iter().zip(&states).enumerate() {
                 let slot = slot_of(start, *off);
                 let needed = u128::from(spec.packets) * ps.link.packet_bits(spec.size);
                 let free = ps.capacity_bits.saturating_sub(ps.used_bits(slot));
