@@ -899,6 +899,62 @@ ports = [{ id = 1, rate = "100Mbit/s" }]
         assert_eq!(al.len(), 1);
     }
 
+    proptest::proptest! {
+        /// Any sequence of allocations and releases: no row ever holds more than a
+        /// frame carries, first fit takes the smallest start at which every hop has
+        /// room, and releasing everything leaves empty tables.
+        #[test]
+        fn rows_never_overflow_and_first_fit_is_the_smallest_start(
+            ops in proptest::collection::vec((0u32..3, 1u32..4, 0u32..3, proptest::bool::ANY), 1..40)
+        ) {
+            let mut al = alloc();
+            let paths: [&[&str]; 3] = [&["s0/1"], &["s0/1", "r1/2"], &["r1/1", "r2/1"]];
+            let mut live: Vec<String> = Vec::new();
+            for (i, (p, packets, d, release)) in ops.into_iter().enumerate() {
+                if release && !live.is_empty() {
+                    let name = live.remove(i % live.len());
+                    proptest::prop_assert!(al.release(&name).is_some());
+                } else {
+                    let path: Vec<String> = paths[p as usize].iter().map(|s| s.to_string()).collect();
+                    let ds: Vec<u32> = (0..path.len()).map(|j| if j == 0 { 0 } else { 1 + d % 3 }).collect();
+                    let s = TdpFlowSpec { name: format!("x{i}"), id: None, path, packets, size: 1002, d: ds, start: None };
+                    // The smallest start with room on every hop, computed directly.
+                    let fits = |start: u32| {
+                        let mut off = 0u64;
+                        s.path.iter().zip(&s.d).all(|(h, &d)| {
+                            off += u64::from(d);
+                            let (n, port) = parse_hop(h).unwrap();
+                            let ps = &al.ports[&(n.to_string(), port)];
+                            let slot = ((u64::from(start) + off) % 4) as u32;
+                            ps.used_bits(slot) + u128::from(packets) * 8320 <= ps.capacity_bits
+                        })
+                    };
+                    let expect = (0..4).find(|&st| fits(st));
+                    match al.allocate(&s) {
+                        Ok(a) => {
+                            proptest::prop_assert_eq!(Some(a.start), expect);
+                            live.push(a.name);
+                        }
+                        Err(AllocError::NoRoom { .. }) => proptest::prop_assert_eq!(expect, None),
+                        Err(e) => proptest::prop_assert!(false, "{e}"),
+                    }
+                }
+                for ps in al.ports.values() {
+                    for slot in 0..4 {
+                        proptest::prop_assert!(ps.used_bits(slot) <= ps.capacity_bits);
+                    }
+                }
+            }
+            for name in live {
+                al.release(&name);
+            }
+            for ps in al.ports.values() {
+                proptest::prop_assert!(ps.rows.iter().all(Vec::is_empty));
+            }
+            proptest::prop_assert_eq!(al.len(), 0);
+        }
+    }
+
     #[test]
     fn network_file_errors() {
         let e = TdpNetwork::parse(&NET.replace("k = 4", "k = 0")).unwrap_err();
