@@ -233,12 +233,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         keep: false,
         quiet: args.quiet,
     };
-    let out = run::run_scenario(&s, &opts)?;
-    eprintln!(
-        "\nResults in {}; open the report: {}",
-        out.dir.display(),
-        out.report_html.display()
-    );
+    // run_scenario ends by printing where the results and the report are
+    run::run_scenario(&s, &opts)?;
     Ok(())
 }
 
