@@ -124,7 +124,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                 keep: a.keep,
                 quiet: a.quiet,
             };
-            run::run_scenario(&s, &opts).map(drop)
+            run::run_scenario(&s, &opts)
         }
         LabCmd::Plan(a) => {
             let s = load(&a.scenario, &a.overrides)?;
@@ -234,8 +234,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         quiet: args.quiet,
     };
     // run_scenario ends by printing where the results and the report are
-    run::run_scenario(&s, &opts)?;
-    Ok(())
+    run::run_scenario(&s, &opts)
 }
 
 #[cfg(test)]

@@ -790,14 +790,8 @@ fn load_table(outcomes: &[RunOutcome]) -> Option<String> {
     (!out.is_empty()).then(|| format!("Best-effort load:\n{out}"))
 }
 
-/// What [`run_scenario`] wrote.
-pub struct LabOutcome {
-    pub dir: PathBuf,
-    pub report_html: PathBuf,
-}
-
 /// Runs every run of a scenario (see the module docs).
-pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
+pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<()> {
     require_root("lab run")?;
     check_tools(s)?;
     let dir = opts.output.clone().unwrap_or_else(|| default_output(s));
@@ -942,7 +936,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<LabOutcome> {
     } else {
         print!("{human}");
     }
-    Ok(LabOutcome { dir, report_html })
+    Ok(())
 }
 
 #[cfg(test)]
