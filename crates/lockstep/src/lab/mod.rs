@@ -12,6 +12,7 @@ pub mod plan;
 pub mod results;
 pub mod run;
 pub mod scenario;
+pub mod shaped;
 pub mod tables;
 pub mod topo;
 
@@ -113,9 +114,24 @@ pub fn load(path: &std::path::Path, o: &OverrideArgs) -> Result<Scenario> {
         .map_err(|e| UsageError(e.to_string()).into())
 }
 
+/// The `shaped-switch` scenario if the file is one (`[scenario] kind`), else None.
+fn load_shaped(path: &std::path::Path) -> Result<Option<shaped::Shaped>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
+    if !shaped::is_shaped(&text) {
+        return Ok(None);
+    }
+    shaped::Shaped::parse(&path.display().to_string(), &text)
+        .map(Some)
+        .map_err(|e| UsageError(e.to_string()).into())
+}
+
 pub fn run(cmd: LabCmd) -> Result<()> {
     match cmd {
         LabCmd::Run(a) => {
+            if let Some(sh) = load_shaped(&a.scenario)? {
+                return shaped::run(&sh, a.duration, a.output, a.quiet);
+            }
             let s = load(&a.scenario, &a.overrides)?;
             let opts = run::RunOptions {
                 duration: a.duration,
@@ -127,6 +143,10 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             run::run_scenario(&s, &opts)
         }
         LabCmd::Plan(a) => {
+            if let Some(sh) = load_shaped(&a.scenario)? {
+                print!("{}", shaped::describe(&sh));
+                return Ok(());
+            }
             let s = load(&a.scenario, &a.overrides)?;
             print!("{}", describe(&s, a.output.as_deref())?);
             Ok(())
