@@ -227,6 +227,17 @@ impl Shaped {
     /// `t_mux`; C, D, E as token buckets `(r, bucket + r·Ts)` (the affine envelope of a
     /// `Ts`-refilled bucket, `Shaper::affine_burst_nanobits`), A as `(M/period, M)`.
     pub fn bound(&self, ts: Duration) -> Result<Bound, lockstep_netcalc::FifoPortError> {
+        self.bound_with(ts, true)
+    }
+
+    /// [`Shaped::bound`] with `b = bucket` for C, D, E when `envelope` is false:
+    /// loeser's convention (Table 4), which leaves out the `r·Ts` a bucket refilled
+    /// once per `Ts` can add.
+    pub fn bound_with(
+        &self,
+        ts: Duration,
+        envelope: bool,
+    ) -> Result<Bound, lockstep_netcalc::FifoPortError> {
         let c = Q::int(self.port_rate.0 as i64);
         let t_mux = Q::ratio(i128::from(self.t_mux.as_nanos()), 1_000_000_000).unwrap_or(Q::zero());
         let ts_s = Q::ratio(i128::from(ts.as_nanos()), 1_000_000_000).unwrap_or(Q::zero());
@@ -235,7 +246,11 @@ impl Shaped {
         for r in &self.rates {
             let rq = Q::int(r.0 as i64);
             let bucket = Q::int((self.bucket_bytes(*r, ts) * 8) as i64);
-            let b = &bucket + &(&rq * &ts_s);
+            let b = if envelope {
+                &bucket + &(&rq * &ts_s)
+            } else {
+                bucket
+            };
             flows.push(PortFlow::new(rq, b, m.clone()));
         }
         let ma = Q::int(((self.probe_size.0 + FRAME_OVERHEAD) * 8) as i64);
@@ -526,14 +541,18 @@ pub fn table(s: &Shaped, rows: &[(Duration, Option<Observed>)]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>6} {:>4} | {:>14} | {:>14} | loeser t_max t_est t_obs µs; CPU % C/D/E",
-        "Ts", "t_max µs", "t_est µs", "app µs", "net µs", "recv A", "lost", "CPU % C/D/E", "Mbit/s C/D/E"
+        "{:>6} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>6} {:>4} | {:>14} | {:>14} | loeser t_max t_est t_obs µs; CPU % C/D/E",
+        "Ts", "t_max µs", "t_est µs", "t_max(b)", "app µs", "net µs", "recv A", "lost", "CPU % C/D/E", "Mbit/s C/D/E"
     );
     for (ts, o) in rows {
         let (tm, te) = match s.bound(*ts) {
             Ok(b) => (us(&b.delay), us(&b.delay_estimate)),
             Err(e) => (e.to_string(), String::new()),
         };
+        let tl = s
+            .bound_with(*ts, false)
+            .map(|b| us(&b.delay))
+            .unwrap_or_default();
         let list = |v: &[Option<f64>], scale: f64| {
             v.iter()
                 .map(|l| {
@@ -568,14 +587,14 @@ pub fn table(s: &Shaped, rows: &[(Duration, Option<Observed>)]) -> String {
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             t,
-            "{:>6} | {tm:>9} {te:>9} | {app:>9} {net:>9} | {recv:>6} {lost:>4} | {cpu:>14} | {rate:>14} | {paper}",
+            "{:>6} | {tm:>9} {te:>9} {tl:>9} | {app:>9} {net:>9} | {recv:>6} {lost:>4} | {cpu:>14} | {rate:>14} | {paper}",
             ts.to_string()
         );
     }
     let _ = writeln!(
         t,
         "bound: SPEC §4 Eq. 6 (t_max) and Eq. 7 (t_est) for A's packets, one FIFO port at {} bit/s, t_mux {}, \
-         C/D/E as (r, bucket + r·Ts); app = A's one-way max (application to application), \
+         C/D/E as (r, bucket + r·Ts); t_max(b): Eq. 6 with b = bucket (loeser's convention); app = A's one-way max (application to application), \
          net = kernel TX to RX timestamp max; loeser's t_max/t_est add 80 µs and use b = bucket",
         s.port_rate.0, s.t_mux
     );
@@ -631,6 +650,7 @@ pub fn run(
                 "bound_s": b.as_ref().map(|b| b.delay.to_string()),
                 "bound_estimate_s": b.as_ref().map(|b| b.delay_estimate.to_string()),
                 "backlog_bits": b.as_ref().map(|b| b.backlog.to_string()),
+                "bound_b_bucket_s": s.bound_with(*ts, false).ok().map(|b| b.delay.to_string()),
                 "observed": o,
             })
         })

@@ -124,3 +124,17 @@ fn bad_fields_are_named_with_their_line() {
     );
     assert!(err(&FILE.replace(", \"20Mbit/s\"]", "]")).contains("expected three rates"));
 }
+
+#[test]
+fn loesers_convention_leaves_out_r_ts() {
+    // b = bucket: C 412112, D 332112, E 212112, A 848 bits: Σb = 957184;
+    // g_max = 400000/60e6 = 1/150 s; Eq. 6 = 0.00957184 − 0.07152/150.
+    let s = Shaped::parse("f", FILE).unwrap();
+    let b = s.bound_with(Duration::from_millis(10), false).unwrap();
+    assert_eq!(b.delay_estimate, q(957_184, 100_000_000));
+    assert_eq!(b.delay, q(909_504, 100_000_000));
+    assert_eq!(
+        s.bound_with(Duration::from_millis(10), true).unwrap(),
+        s.bound(Duration::from_millis(10)).unwrap()
+    );
+}
