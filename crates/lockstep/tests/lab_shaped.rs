@@ -87,6 +87,8 @@ fn shaped_switch_delivers_a_probes_and_cleans_up() {
     assert_eq!(run["observed"]["received"].as_u64(), Some(sent));
     assert_eq!(run["observed"]["lost"], 0);
     assert!(run["observed"]["shaped_received"].as_u64().unwrap() > 0);
+    let rates = run["observed"]["shaper_wire_bps"].as_array().unwrap();
+    assert_eq!(rates.len(), 3, "one wire rate per shaper");
     for cpu in run["observed"]["cpu_ns"].as_array().unwrap() {
         assert!(cpu.as_i64().is_some(), "a shaper's CPU time is missing");
     }

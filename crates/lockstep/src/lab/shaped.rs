@@ -521,6 +521,10 @@ pub fn run_one(s: &Shaped, ts: Duration, dir: &Path, quiet: bool) -> Result<Obse
                 .push(cpu.as_ref().and_then(|c| c["load"].as_f64()));
             o.cpu_ns
                 .push(cpu.as_ref().and_then(|c| c["total_ns"].as_i64()));
+            o.shaper_wire_bps.push(
+                v.as_ref()
+                    .and_then(|v| v["results"]["shaper"]["wire_rate_bps"].as_f64()),
+            );
         }
         Ok(o)
     })();
