@@ -776,6 +776,41 @@ impl PacketSocket {
         }
         Ok(None)
     }
+
+    /// Takes up to [`BATCH_MAX`] error-queue entries with one `recvmmsg` call and calls
+    /// `each` with every TX timestamp among them, in order (other entries are skipped).
+    /// Returns how many entries were taken: 0 means the queue was empty. One call per
+    /// batch instead of one `recvmsg` per sent frame, which a router forwarding small
+    /// frames cannot afford.
+    pub fn poll_tx_timestamps(
+        &mut self,
+        mut each: impl FnMut(TxTimestamp),
+    ) -> Result<usize, NetError> {
+        // With SOF_TIMESTAMPING_OPT_TSONLY an entry carries no payload; a small slot
+        // (cut and flagged if not) keeps the batch's data buffer on the stack.
+        const DATA_SLOT: usize = 64;
+        let mut data = [0u8; DATA_SLOT * BATCH_MAX];
+        let scratch = &mut *self.scratch;
+        let n = recv_mmsg(
+            self.fd.as_raw_fd(),
+            &mut data,
+            DATA_SLOT,
+            &mut scratch.addrs,
+            &mut scratch.controls,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            &mut scratch.results,
+        )?;
+        for (i, m) in scratch.results.iter().enumerate().take(n) {
+            let control = scratch.controls[i]
+                .0
+                .get(..m.controllen)
+                .unwrap_or_default();
+            if let Some(ts) = parse_packet_tx_timestamp(control) {
+                each(ts);
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// Makes sure the kernel stamps received frames before the first one arrives.

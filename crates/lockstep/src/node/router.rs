@@ -33,8 +33,10 @@
 //!    clock reading per batch).
 //! 3. **forward** — `flush`: whatever may leave now leaves now (FIFO mode: everything;
 //!    TDP: best effort in the unused part of the frame).
-//! 4. **TX timestamps** — drained from the sockets' error queues; a probe's kernel TX
-//!    time is matched to it by the socket's frame counter (`SOF_TIMESTAMPING_OPT_ID`).
+//! 4. **TX timestamps** — drained from the error queues of the sockets that sent
+//!    (`recvmmsg`, a batch of entries per call, not one `recvmsg` per frame); a
+//!    probe's kernel TX time is matched to it by the socket's frame counter
+//!    (`SOF_TIMESTAMPING_OPT_ID`).
 //!
 //! The wake-up latency of every frame start — the first clock reading at or after the
 //! frame start, minus the frame start — is recorded in a histogram (`wakeup`), so the
@@ -322,7 +324,7 @@ impl Router {
             self.tick(now);
             self.flush(now)?;
             if self.tx_ts {
-                self.drain_tx_timestamps()?;
+                self.drain_tx_timestamps(true)?;
             }
             if now >= self.next_remap {
                 self.map = ClockMap::measure(self.clock);
@@ -402,7 +404,7 @@ impl Router {
             }
             if errqueue || self.ports.iter().any(|p| p.outstanding > 0) {
                 // An error-queue entry makes every ppoll return at once until taken.
-                self.drain_tx_timestamps()?;
+                self.drain_tx_timestamps(errqueue)?;
             }
             if got == 0 && block_for.is_none() {
                 std::hint::spin_loop();
@@ -556,45 +558,68 @@ impl Router {
     }
 
     /// Takes every queued TX timestamp (and whatever else is on the error queues);
-    /// matches the probes'.
-    fn drain_tx_timestamps(&mut self) -> Result<()> {
+    /// matches the probes'. `every`: look at every port's queue, not only those of
+    /// ports with timestamps outstanding (one `recvmmsg` saved per idle port on the
+    /// forwarding path).
+    fn drain_tx_timestamps(&mut self, every: bool) -> Result<()> {
         let Router {
             ports, map, csv, ..
         } = self;
         for p in ports.iter_mut() {
+            let PortIo {
+                sock,
+                outstanding,
+                ring,
+                tx_path,
+                c,
+                ..
+            } = p;
+            if !every && *outstanding == 0 {
+                continue;
+            }
+            let mut row_err = None;
             // bounded: at most what was sent plus a ring's worth of leftovers
-            for _ in 0..(p.outstanding as usize + TX_RING) {
-                let ts = match p.sock.poll_tx_timestamp() {
-                    Ok(Some(ts)) => ts,
-                    Ok(None) => break,
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("TX timestamps of {}", p.c.ifname))
-                    }
-                };
-                p.outstanding = p.outstanding.saturating_sub(1);
-                let Some(sw) = ts.software else { continue };
-                let idx = ts.id as usize % TX_RING;
-                let m = p.ring[idx];
-                if !m.used || m.id != ts.id {
-                    continue;
+            let mut budget = *outstanding as usize + TX_RING;
+            while budget > 0 {
+                let taken = sock
+                    .poll_tx_timestamps(|ts| {
+                        *outstanding = outstanding.saturating_sub(1);
+                        let Some(sw) = ts.software else { return };
+                        let idx = ts.id as usize % TX_RING;
+                        let Some(m) = ring.get_mut(idx) else { return };
+                        if !m.used || m.id != ts.id {
+                            return;
+                        }
+                        m.used = false;
+                        let m = *m;
+                        c.tx_timestamps += 1;
+                        let tx = to_node_clock(map, sw);
+                        tx_path.record(tx.saturating_sub(m.tx_app));
+                        if let Some(w) = csv.as_mut() {
+                            if let Err(e) = w.row(&[
+                                Some(i64::from(m.flow)),
+                                i64::try_from(m.seq).ok(),
+                                Some(i64::from(c.port)),
+                                Some(if m.reserved { 0 } else { 1 }),
+                                m.frame,
+                                Some(m.rx_kernel),
+                                Some(m.rx_app),
+                                Some(m.tx_app),
+                                Some(tx),
+                            ]) {
+                                row_err.get_or_insert(e);
+                            }
+                        }
+                    })
+                    .with_context(|| format!("TX timestamps of {}", c.ifname))?;
+                if let Some(e) = row_err.take() {
+                    return Err(e);
                 }
-                p.ring[idx].used = false;
-                p.c.tx_timestamps += 1;
-                let tx = to_node_clock(map, sw);
-                p.tx_path.record(tx.saturating_sub(m.tx_app));
-                if let Some(w) = csv.as_mut() {
-                    w.row(&[
-                        Some(i64::from(m.flow)),
-                        i64::try_from(m.seq).ok(),
-                        Some(i64::from(p.c.port)),
-                        Some(if m.reserved { 0 } else { 1 }),
-                        m.frame,
-                        Some(m.rx_kernel),
-                        Some(m.rx_app),
-                        Some(m.tx_app),
-                        Some(tx),
-                    ])?;
+                // A short batch emptied the queue: another call would find nothing.
+                if taken < BATCH_MAX {
+                    break;
                 }
+                budget = budget.saturating_sub(taken);
             }
         }
         Ok(())
@@ -607,7 +632,7 @@ impl Router {
             && self.ports.iter().any(|p| p.outstanding > 0)
             && std::time::Instant::now() < until
         {
-            self.drain_tx_timestamps()?;
+            self.drain_tx_timestamps(true)?;
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         for p in &mut self.ports {
