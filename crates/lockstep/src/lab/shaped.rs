@@ -67,6 +67,7 @@ struct RawShaped {
     probe_period: Option<Spanned<String>>,
     probe_size: Option<Spanned<String>>,
     duration: Option<Spanned<String>>,
+    strategy: Option<Spanned<String>>,
 }
 
 /// A checked `shaped-switch` scenario.
@@ -83,6 +84,9 @@ pub struct Shaped {
     pub probe_period: Duration,
     pub probe_size: Size,
     pub duration: Duration,
+    /// `--strategy` of the senders: sleep (default) leaves the CPU to the others on a
+    /// small host; hybrid or spin wake more precisely but each keeps a core busy.
+    pub strategy: String,
 }
 
 fn dur(src: &Source, s: &Spanned<String>, field: &str) -> Result<Duration, ScenarioError> {
@@ -188,6 +192,19 @@ impl Shaped {
             Some(s) => positive(&src, s, "scenario.duration")?,
             None => Duration::from_secs(5),
         };
+        let strategy = match &r.strategy {
+            Some(st) => match st.get_ref().as_str() {
+                v @ ("sleep" | "hybrid" | "spin") => v.to_string(),
+                other => {
+                    return Err(src.error(
+                        &st.span(),
+                        "scenario.strategy",
+                        format!("expected sleep, hybrid or spin, got \"{other}\""),
+                    ))
+                }
+            },
+            None => "sleep".to_string(),
+        };
         let name = r.name.get_ref().trim().to_string();
         if name.is_empty() {
             return Err(src.error(&r.name.span(), "scenario.name", "must not be empty"));
@@ -202,6 +219,7 @@ impl Shaped {
             probe_period,
             probe_size,
             duration,
+            strategy,
         };
         // the bound must be computable for every Ts (checks r < C, b ≥ M)
         for (i, t) in s.ts.iter().enumerate() {
@@ -314,6 +332,8 @@ impl Shaped {
                     format!("{}B", self.probe_size.0),
                     "--start-at-ns".into(),
                     start_at_ns.to_string(),
+                    "--strategy".into(),
+                    self.strategy.clone(),
                     "-D".into(),
                     d.clone(),
                     "--json".into(),
@@ -337,6 +357,8 @@ impl Shaped {
                     format!("{}B", self.payload.0),
                     "--start-at-ns".into(),
                     start_at_ns.to_string(),
+                    "--strategy".into(),
+                    self.strategy.clone(),
                     "-D".into(),
                     d.clone(),
                     "--json".into(),

@@ -93,7 +93,7 @@ fn commands_shape_c_d_e_and_probe_a() {
     assert_eq!(
         c_args,
         "probe stream --to 10.77.0.2:9001 --flow 1 --shape 40000000bit/s,6514B,1ms \
-         --symmetric-burst --size 1472B --start-at-ns 42 -D 5s --json"
+         --symmetric-burst --size 1472B --start-at-ns 42 --strategy sleep -D 5s --json"
     );
     assert!(c[2]
         .1
@@ -123,6 +123,10 @@ fn bad_fields_are_named_with_their_line() {
         err(&FILE.replace("duration = \"5s\"", "duration = \"5s\"\nbogus = 1")).contains("bogus")
     );
     assert!(err(&FILE.replace(", \"20Mbit/s\"]", "]")).contains("expected three rates"));
+    assert!(
+        err(&FILE.replace("strategy = \"sleep\"", "strategy = \"nap\""))
+            .contains("scenario.strategy: expected sleep, hybrid or spin, got \"nap\"")
+    );
 }
 
 #[test]
