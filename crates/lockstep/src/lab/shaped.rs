@@ -654,11 +654,12 @@ pub fn run(
         s.duration = d;
     }
     let out = output.unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "lab-results/{}-{}",
-            s.name,
-            monotonic_ns() / 1_000_000_000
-        ))
+        // like the other scenarios: lab-results/<name>-<unix seconds>
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from("lab-results").join(format!("{}-{secs}", s.name))
     });
     let mut rows = Vec::new();
     for ts in s.ts.clone() {
