@@ -31,9 +31,9 @@
 
 use std::collections::BTreeMap;
 
-use lockstep_core::measure::sink::{InvalidCounts, MAX_FLOWS};
-use lockstep_core::stats::{Histogram, Rfc3550Jitter, SeqReport, SeqTracker, Summary};
-use lockstep_core::wire::{parse_probe, ProbeRepr, WireError, NOT_FILLED};
+use crate::measure::sink::{InvalidCounts, MAX_FLOWS};
+use crate::stats::{Histogram, Rfc3550Jitter, SeqReport, SeqTracker, Summary};
+use crate::wire::{parse_probe, ProbeRepr, WireError, NOT_FILLED};
 use serde::Serialize;
 
 /// (hop position, node) pairs kept per flow; more (a path that keeps changing) are
@@ -384,7 +384,7 @@ pub struct FlowResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockstep_core::wire::{HopKind, HopRecord, ProbePacket};
+    use crate::wire::{HopKind, HopRecord, ProbePacket};
 
     fn probe(flow: u32, seq: u64, hops: &[HopRecord]) -> Vec<u8> {
         let repr = ProbeRepr {

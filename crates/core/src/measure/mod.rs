@@ -1,5 +1,10 @@
 //! The pure accumulators behind each probe: given timestamps (handed in by the Linux
 //! layer or a simulator), they compute what the probe reports.
+//!
+//! - [`decomp`]: a TDP receiver's per-flow latency decomposition along the hops a
+//!   probe recorded (SPEC §3).
+
+pub mod decomp;
 pub mod noise;
 pub mod pacer;
 pub mod rr;

@@ -10,7 +10,7 @@
 //! - `edge` and `core` ([`router`]): a user-space router on AF_PACKET sockets that
 //!   drives [`lockstep_core::tdp::node::Node`]; its module docs explain the frame loop.
 //! - `receiver` ([`receiver`]): one UDP socket; per-flow statistics and the latency
-//!   decomposition ([`decomp`]).
+//!   decomposition ([`lockstep_core::measure::decomp`]).
 //!
 //! Every node: `--start-at-ns T` (do nothing before T, so all nodes of a lab start
 //! together), `--duration D` (from the start; routers and receivers stay on a little
@@ -27,7 +27,7 @@
 //!
 //! `counters` is the router's [`lockstep_core::tdp::NodeCounters`], or the sender's
 //! or receiver's own; `wakeup` the frame-timer wake-up latency (routers, senders);
-//! `flows` the receiver's per-flow results ([`decomp::FlowResult`]). Per-packet files:
+//! `flows` the receiver's per-flow results ([`lockstep_core::measure::decomp::FlowResult`]). Per-packet files:
 //! `DIR/<name>-tx.csv` (sender and routers: software TX timestamps per probe, keyed
 //! by flow and seq) and `DIR/<name>-packets.csv` (receiver with `samples = true`).
 //!
@@ -47,7 +47,6 @@
 //! missing interface or clock, an unsynchronised clock with `--require-sync`).
 
 pub mod config;
-pub mod decomp;
 mod receiver;
 mod router;
 mod sender;

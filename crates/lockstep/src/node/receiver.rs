@@ -1,5 +1,5 @@
 //! The receiver role: one UDP socket (`live.bind`), every flow told apart by the
-//! probe's flow id, accounted by [`super::decomp::Accounts`].
+//! probe's flow id, accounted by [`lockstep_core::measure::decomp::Accounts`].
 //!
 //! Datagrams are taken in batches (`recvmmsg`, `live.batch` at a time) with software
 //! RX timestamps. The application receive time is read once per batch, right after
@@ -18,10 +18,10 @@ use lockstep_linux::udp::{RecvMode, TimestampConfig, UdpSocket};
 use lockstep_linux::{ClockMap, Waiter};
 use serde_json::{Map, Value};
 
-use super::decomp::{Accounts, Outcome as Got};
 use super::{csv, to_node_clock, Ctx, Outcome, StopReason};
 use crate::report::human::fmt_ns;
 use crate::EnvError;
+use lockstep_core::measure::decomp::{Accounts, Outcome as Got};
 
 /// How long one blocking receive waits before the loop looks at the clock again.
 const BLOCK_SLICE: Duration = Duration::from_millis(20);
