@@ -27,13 +27,13 @@ use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use lockstep_core::{ClockId, Duration, Instant};
+use lockstep_core::{ClockId, Instant};
 use thiserror::Error;
 
 use crate::iface::{self, IfaceError};
 use crate::sockopt::{
-    getsockopt, is_timestamping, recv_errqueue, recv_mmsg, setsockopt, CmsgBuf, MsgResult,
-    SCM_TSTAMP_SND,
+    batch_recv_plan, getsockopt, is_timestamping, recv_errqueue, recv_mmsg, set_rcvtimeo,
+    setsockopt, CmsgBuf, MsgResult, SCM_TSTAMP_SND,
 };
 use crate::sys::last_error;
 use crate::udp::{
@@ -590,24 +590,10 @@ impl PacketSocket {
     }
 
     fn set_rcvtimeo(&mut self, ns: i64) -> Result<(), NetError> {
-        if self.rcvtimeo_ns == ns {
-            return Ok(());
+        if self.rcvtimeo_ns != ns {
+            set_rcvtimeo(self.fd.as_raw_fd(), ns)?;
+            self.rcvtimeo_ns = ns;
         }
-        let tv = libc::timeval {
-            tv_sec: (ns / 1_000_000_000) as libc::time_t,
-            tv_usec: ((ns % 1_000_000_000) / 1_000) as libc::suseconds_t,
-        };
-        setsockopt(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv,
-        )
-        .map_err(|source| NetError::Io {
-            op: "setsockopt(SO_RCVTIMEO)",
-            source,
-        })?;
-        self.rcvtimeo_ns = ns;
         Ok(())
     }
 
@@ -626,19 +612,10 @@ impl PacketSocket {
         mode: RecvMode,
         mut each: impl FnMut(&[u8], FrameMeta),
     ) -> Result<usize, NetError> {
-        let flags = match mode {
-            RecvMode::Poll => libc::MSG_DONTWAIT,
-            RecvMode::Block { timeout: Some(d) } if d <= Duration::ZERO => libc::MSG_DONTWAIT,
-            RecvMode::Block { timeout: Some(d) } => {
-                // Rounded up to whole µs (timeval) so the wait is never shorter.
-                self.set_rcvtimeo(d.as_nanos().saturating_add(999) / 1_000 * 1_000)?;
-                libc::MSG_WAITFORONE
-            }
-            RecvMode::Block { timeout: None } => {
-                self.set_rcvtimeo(0)?;
-                libc::MSG_WAITFORONE
-            }
-        };
+        let (flags, timeout) = batch_recv_plan(mode);
+        if let Some(ns) = timeout {
+            self.set_rcvtimeo(ns)?;
+        }
         let scratch = &mut *self.scratch;
         let n = recv_mmsg(
             self.fd.as_raw_fd(),

@@ -204,3 +204,31 @@ pub(crate) fn recv_mmsg<A, C, const N: usize>(
     }
     Ok(n)
 }
+
+/// How a batch receive in `mode` is made: the `recvmmsg` flags, and the
+/// `SO_RCVTIMEO` (ns, 0 = wait forever) a blocking wait needs first, if any. A timeout
+/// is rounded up to whole µs (a `timeval`), so the wait is never shorter.
+pub(crate) fn batch_recv_plan(mode: crate::udp::RecvMode) -> (libc::c_int, Option<i64>) {
+    use crate::udp::RecvMode;
+    match mode {
+        RecvMode::Poll => (libc::MSG_DONTWAIT, None),
+        RecvMode::Block { timeout: Some(d) } if d.as_nanos() <= 0 => (libc::MSG_DONTWAIT, None),
+        RecvMode::Block { timeout: Some(d) } => (
+            libc::MSG_WAITFORONE,
+            Some(d.as_nanos().saturating_add(999) / 1_000 * 1_000),
+        ),
+        RecvMode::Block { timeout: None } => (libc::MSG_WAITFORONE, Some(0)),
+    }
+}
+
+/// Sets `SO_RCVTIMEO` to `ns` nanoseconds (0: no timeout).
+pub(crate) fn set_rcvtimeo(fd: RawFd, ns: i64) -> Result<(), NetError> {
+    let tv = libc::timeval {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_usec: ((ns % 1_000_000_000) / 1_000) as libc::suseconds_t,
+    };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).map_err(|source| NetError::Io {
+        op: "setsockopt(SO_RCVTIMEO)",
+        source,
+    })
+}

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::sockopt::{
-    getsockopt, is_timestamping, recv_errqueue, recv_mmsg, setsockopt, CmsgBuf, MsgResult,
-    CMSG_CAPACITY, SCM_TSTAMP_SND,
+    batch_recv_plan, getsockopt, is_timestamping, recv_errqueue, recv_mmsg, set_rcvtimeo,
+    setsockopt, CmsgBuf, MsgResult, CMSG_CAPACITY, SCM_TSTAMP_SND,
 };
 use crate::sys::{last_error, ns_to_timespec};
 
@@ -784,27 +784,10 @@ impl UdpSocket {
     }
 
     fn set_rcvtimeo(&self, ns: i64) -> Result<(), NetError> {
-        if self.rcvtimeo_ns.load(Ordering::Relaxed) == ns {
-            return Ok(());
+        if self.rcvtimeo_ns.load(Ordering::Relaxed) != ns {
+            set_rcvtimeo(self.fd.as_raw_fd(), ns)?;
+            self.rcvtimeo_ns.store(ns, Ordering::Relaxed);
         }
-        let tv = libc::timeval {
-            tv_sec: (ns / 1_000_000_000) as libc::time_t,
-            tv_usec: ((ns % 1_000_000_000) / 1_000) as libc::suseconds_t,
-        };
-        // SAFETY: `tv` is a valid timeval and its size is passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io_err("setsockopt(SO_RCVTIMEO)"));
-        }
-        self.rcvtimeo_ns.store(ns, Ordering::Relaxed);
         Ok(())
     }
 
@@ -926,18 +909,10 @@ impl UdpSocket {
         mode: RecvMode,
         mut each: impl FnMut(&[u8], RecvInfo),
     ) -> Result<usize, NetError> {
-        let flags = match mode {
-            RecvMode::Poll => libc::MSG_DONTWAIT,
-            RecvMode::Block { timeout: Some(d) } if d <= Duration::ZERO => libc::MSG_DONTWAIT,
-            RecvMode::Block { timeout: Some(d) } => {
-                self.set_rcvtimeo(d.as_nanos().saturating_add(999) / 1_000 * 1_000)?;
-                libc::MSG_WAITFORONE
-            }
-            RecvMode::Block { timeout: None } => {
-                self.set_rcvtimeo(0)?;
-                libc::MSG_WAITFORONE
-            }
-        };
+        let (flags, timeout) = batch_recv_plan(mode);
+        if let Some(ns) = timeout {
+            self.set_rcvtimeo(ns)?;
+        }
         let mut addrs: [RawAddr; RECV_BATCH_MAX] = std::array::from_fn(|_| RawAddr::zeroed());
         let mut controls = [CmsgBuf::new(); RECV_BATCH_MAX];
         let mut results = [MsgResult::default(); RECV_BATCH_MAX];
