@@ -33,11 +33,11 @@ use thiserror::Error;
 use crate::iface::{self, IfaceError};
 use crate::sockopt::{
     batch_recv_plan, getsockopt, is_timestamping, recv_errqueue, recv_mmsg, set_rcvtimeo,
-    setsockopt, CmsgBuf, MsgResult, SCM_TSTAMP_SND,
+    setsockopt, CmsgBuf, MsgResult,
 };
 use crate::sys::last_error;
 use crate::udp::{
-    control_messages, parse_extended_err, parse_scm_timestamping, NetError, RecvMode,
+    control_messages, parse_scm_timestamping, tx_timestamp_from, NetError, RecvMode,
     TimestampConfig, TimestampSupport, TxTimestamp, UdpSocket,
 };
 
@@ -230,28 +230,11 @@ fn frame_meta(control: &[u8], captured: usize, msg_flags: libc::c_int, pkttype: 
 /// Extracts a transmit timestamp from the control messages of one error-queue entry of
 /// a packet socket (the extended error comes as `SOL_PACKET` / `PACKET_TX_TIMESTAMP`).
 pub fn parse_packet_tx_timestamp(control: &[u8]) -> Option<TxTimestamp> {
-    let mut stamps = None;
-    let mut err = None;
-    for (level, kind, data) in control_messages(control) {
-        if is_timestamping(level, kind) {
-            stamps = parse_scm_timestamping(data);
-        } else if level == libc::SOL_PACKET && kind == PACKET_TX_TIMESTAMP {
-            err = parse_extended_err(data);
-        }
-    }
-    let err = err?;
-    if err.errno != libc::ENOMSG as u32
-        || err.origin != libc::SO_EE_ORIGIN_TIMESTAMPING
-        || err.info != SCM_TSTAMP_SND
-    {
-        return None;
-    }
-    let ts = stamps?;
-    Some(TxTimestamp {
-        id: err.data,
-        software: (ts[0] != 0).then_some(Instant::new(ClockId::Realtime, ts[0])),
-        hardware: None,
-    })
+    tx_timestamp_from(
+        control,
+        |level, kind| level == libc::SOL_PACKET && kind == PACKET_TX_TIMESTAMP,
+        None,
+    )
 }
 
 /// Per-socket receive scratch space, allocated once so a batch does not clear 10 KB of
@@ -821,6 +804,7 @@ fn confirm_rx_timestamping() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sockopt::SCM_TSTAMP_SND;
 
     const W: usize = size_of::<usize>();
 

@@ -953,12 +953,23 @@ impl UdpSocket {
 
 /// Extracts a transmit timestamp from the control messages of one error-queue entry.
 pub fn parse_tx_timestamp(control: &[u8], hw_clock: ClockId) -> Option<TxTimestamp> {
+    tx_timestamp_from(control, is_recverr, Some(hw_clock))
+}
+
+/// A transmit timestamp from one error-queue entry whose extended error arrives in
+/// the control message `is_err` recognises (`IP_RECVERR` for UDP, `PACKET_TX_TIMESTAMP`
+/// for packet sockets); hardware stamps are read only when `hw_clock` is given.
+pub(crate) fn tx_timestamp_from(
+    control: &[u8],
+    is_err: impl Fn(i32, i32) -> bool,
+    hw_clock: Option<ClockId>,
+) -> Option<TxTimestamp> {
     let mut stamps = None;
     let mut err = None;
     for (level, kind, data) in control_messages(control) {
         if is_timestamping(level, kind) {
             stamps = parse_scm_timestamping(data);
-        } else if is_recverr(level, kind) {
+        } else if is_err(level, kind) {
             err = parse_extended_err(data);
         }
     }
@@ -973,7 +984,7 @@ pub fn parse_tx_timestamp(control: &[u8], hw_clock: ClockId) -> Option<TxTimesta
     Some(TxTimestamp {
         id: err.data,
         software: nonzero(ClockId::Realtime, ts[0]),
-        hardware: nonzero(hw_clock, ts[2]),
+        hardware: hw_clock.and_then(|c| nonzero(c, ts[2])),
     })
 }
 
