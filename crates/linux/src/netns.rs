@@ -36,7 +36,7 @@ use crate::sys::last_error;
 pub const NETNS_DIR: &str = "/var/run/netns";
 
 /// Longest namespace name accepted (iproute2 has no limit; this keeps names sane).
-pub const NAME_MAX: usize = 64;
+pub const NAME_MAX: usize = lockstep_core::net::NETNS_NAME_MAX;
 
 /// Why a namespace operation failed.
 #[derive(Debug, Error)]
@@ -69,13 +69,7 @@ impl NetnsError {
 /// Checks a namespace name: 1 to [`NAME_MAX`] characters of `A-Z a-z 0-9 . _ -`, not
 /// starting with `.` (so never `.`/`..` and never a path).
 pub fn validate_name(name: &str) -> Result<(), NetnsError> {
-    let ok = !name.is_empty()
-        && name.len() <= NAME_MAX
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if ok {
+    if lockstep_core::net::netns_name_ok(name) {
         Ok(())
     } else {
         Err(NetnsError::InvalidName(name.to_string()))

@@ -42,7 +42,7 @@ use crate::udp::{
 };
 
 /// Most frames one [`PacketSocket::recv_batch`] or `sendmmsg` call moves.
-pub const BATCH_MAX: usize = 64;
+pub const BATCH_MAX: usize = lockstep_core::net::IO_BATCH_MAX;
 
 // From <linux/if_packet.h> and <linux/if_ether.h>; defined here so that any libc 0.2
 // release builds this file.

@@ -20,6 +20,23 @@ pub use classify::{Classifier, FiveTuple, Rule};
 pub use neigh::{NeighbourError, NeighbourTable};
 pub use route::{Route, RouteError, RouteTable};
 
+/// Longest network namespace name lockstep accepts.
+pub const NETNS_NAME_MAX: usize = 64;
+
+/// Most frames one batched packet-socket call moves.
+pub const IO_BATCH_MAX: usize = 64;
+
+/// Whether `name` is a network namespace name lockstep accepts: 1 to
+/// [`NETNS_NAME_MAX`] characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+pub fn netns_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= NETNS_NAME_MAX
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
 /// A node's port: an interface of a router, the socket of a host. Serialized as
 /// the bare number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -11,12 +11,12 @@
 //!   contribution table).
 //! - [`rtservice`]: `kind = "rt-service"`, garcia Table 2 in the lab.
 
+pub use lockstep_plan::{plan, scenario};
+
 pub mod method;
-pub mod plan;
 pub mod results;
 pub mod rtservice;
 pub mod run;
-pub mod scenario;
 pub mod shaped;
 pub mod tables;
 pub mod topo;

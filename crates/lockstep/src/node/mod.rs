@@ -47,7 +47,7 @@
 //! file, line and field), 3 the environment (no privilege for raw sockets, a
 //! missing interface or clock, an unsynchronised clock with `--require-sync`).
 
-pub mod config;
+pub use lockstep_plan::nodefile as config;
 mod receiver;
 mod router;
 mod sender;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::lab::scenario::tests::{GATEWAY, LINE, MESH4};
+use crate::scenario::tests::{GATEWAY, LINE, MESH4};
 
 fn parse(text: &str) -> Scenario {
     Scenario::parse("t.toml", text).unwrap()

@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
 /// Most frames one batch moves (the AF_PACKET layer's limit).
-pub const MAX_BATCH: usize = lockstep_linux::packet::BATCH_MAX;
+pub const MAX_BATCH: usize = lockstep_core::net::IO_BATCH_MAX;
 /// Hop records a sender leaves room for, so routers can record their passage.
 pub const HOP_ROOM: usize = 4;
 /// Largest UDP payload over IPv4.
@@ -336,8 +336,11 @@ fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
         }
     }
     if let Some(ns) = &live.netns {
-        if let Err(e) = lockstep_linux::netns::validate_name(ns) {
-            return err("netns", e.to_string());
+        if !lockstep_core::net::netns_name_ok(ns) {
+            return err(
+                "netns",
+                format!("invalid network namespace name \"{ns}\": use 1 to 64 of A-Z a-z 0-9 . _ -, not starting with '.'"),
+            );
         }
         if !matches!(node.role, Role::Edge | Role::Core) {
             return err(

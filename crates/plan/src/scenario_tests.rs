@@ -1,8 +1,8 @@
 use super::*;
 
-pub(crate) const LINE: &str = include_str!("../../../../scenarios/line.toml");
-pub(crate) const MESH4: &str = include_str!("../../../../scenarios/mesh4.toml");
-pub(crate) const GATEWAY: &str = include_str!("../../../../scenarios/gateway.toml");
+pub(crate) const LINE: &str = include_str!("../../../scenarios/line.toml");
+pub(crate) const MESH4: &str = include_str!("../../../scenarios/mesh4.toml");
+pub(crate) const GATEWAY: &str = include_str!("../../../scenarios/gateway.toml");
 
 /// A small valid scenario the error tests edit (line numbers matter: see the tests).
 pub(crate) const BASE: &str = r#"[scenario]

@@ -37,9 +37,9 @@ use lockstep_core::tdp::{
 use lockstep_core::wire::{EthernetAddress, PROTO_UDP};
 use lockstep_core::{ClockId, Duration};
 
-use crate::node::config::{LiveConfig, LiveFlow, NodeFile};
+use crate::nodefile::{LiveConfig, LiveFlow, NodeFile};
 
-use super::scenario::{
+use crate::scenario::{
     fmt_bit_rate, FlowRate, FlowSpec, LoadProto, LoadTool, RunMode, RunSpec, Scenario,
     ScenarioError, Sources, IP_UDP_HEADERS,
 };
@@ -326,7 +326,7 @@ fn frames_per_cycle(s: &Scenario, f: &FlowSpec, tf: Duration) -> Result<u32, Sce
 }
 
 /// `d` at router position `j` (1-based in the path) and where it is written.
-fn delay_at(s: &Scenario, f: &FlowSpec, j: usize) -> (u32, super::scenario::Loc) {
+fn delay_at(s: &Scenario, f: &FlowSpec, j: usize) -> (u32, crate::scenario::Loc) {
     if let (Some(d), Some(loc)) = (&f.d, &f.d_loc) {
         if let Some(&v) = d.get(j - 1) {
             return (v, loc.clone());

@@ -44,7 +44,7 @@
 //! ```
 //!
 //! [`Scenario::parse`] checks everything that does not depend on the time-frame;
-//! [`super::plan`] checks the rest (schedules, forwarding delays) for every run. Every
+//! [`crate::plan`] checks the rest (schedules, forwarding delays) for every run. Every
 //! error is a [`ScenarioError`] that names the file, the line and the field, so a
 //! mistake is found before anything is built.
 
@@ -135,7 +135,7 @@ impl Source {
 
     /// Turns a TOML/serde error into a [`ScenarioError`], naming the field from the
     /// table header above the error and the key on its line.
-    pub(crate) fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
+    pub fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
         let span = e.span().unwrap_or(0..0);
         let (line, column) = self.line_col(span.start);
         let message = e.message().trim().to_string();
@@ -1665,7 +1665,7 @@ impl Scenario {
         };
         // Everything that depends on the time-frame: schedules, delays, routes.
         for run in scenario.runs() {
-            super::plan::plan(&scenario, &run)?;
+            crate::plan::plan(&scenario, &run)?;
         }
         Ok(scenario)
     }
@@ -1710,7 +1710,7 @@ impl Scenario {
             self.modes = m;
         }
         for run in self.runs() {
-            super::plan::plan(&self, &run)?;
+            crate::plan::plan(&self, &run)?;
         }
         Ok(self)
     }

@@ -1,0 +1,16 @@
+//! # lockstep-plan — scenarios and the planner
+//!
+//! Pure code (no system calls, no clock): the lab and the simulator read the same
+//! scenario files and build the same network from the same plan.
+//!
+//! - [`scenario`]: the scenario file (`scenarios/*.toml`) — nodes, links, reserved
+//!   flows, best-effort load, the runs to compare — checked field by field, every
+//!   error naming the file, line, column and field.
+//! - [`plan`]: topology + flows → routes, TDP schedules (the frame allocator) and
+//!   one node configuration per node, for one run (mode and time-frame).
+//! - [`nodefile`]: the node file (`node.toml`): the sans-IO node's configuration
+//!   plus what the live driver needs (strategy, priority, flows to send).
+
+pub mod nodefile;
+pub mod plan;
+pub mod scenario;
