@@ -9,6 +9,8 @@
 //!   on each input link.
 //! - [`node`]: the sans-IO router (edge, core, FIFO mode) built from those parts,
 //!   driven by `handle_packet` / `handle_timeout` / `poll_transmit` / `poll_timeout`.
+//! - [`host`]: the sender state machine, [`receiver`]: the receiver state machine
+//!   (same driving API as the node).
 //! - [`config`]: the node configuration (`node.toml`), [`counters`]: what a node
 //!   counts, [`sender`]: which frames a sender's flows use, [`pool`]: reusable
 //!   packet buffers.
@@ -16,10 +18,12 @@
 pub mod config;
 pub mod counters;
 mod deps;
+pub mod host;
 pub mod marking;
 pub mod node;
 pub mod pool;
 pub mod queues;
+pub mod receiver;
 pub mod schedule;
 pub mod sender;
 
@@ -28,6 +32,8 @@ pub use config::{
     PortConfig, Role, RowConfig, SlipAction,
 };
 pub use counters::{FlowCounters, NodeCounters, PortCounters};
+pub use host::{Sender, SenderCounters, SenderFlow, SenderTransmit};
 pub use node::{Node, NodeConfigError, RxMeta, Transmit, TxKind};
 pub use pool::PacketBuf;
+pub use receiver::{Delivery, Receiver};
 pub use sender::{SendFrame, SenderSchedule};

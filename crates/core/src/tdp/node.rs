@@ -219,6 +219,8 @@ pub struct Node {
     has_rules: bool,
     best_effort: BestEffortConfig,
     current: Option<i64>,
+    /// Packets an edge holds for later frames (all ports).
+    held: usize,
     pool: Pool,
     scratch: Vec<Pending>,
     counters: NodeCounters,
@@ -352,14 +354,27 @@ impl Node {
     /// The next instant the node wants [`Node::handle_timeout`]: the next frame
     /// start in TDP mode (best effort never waits inside a frame: what does not fit
     /// now cannot fit later in the same frame), `None` in FIFO mode and for hosts.
+    /// A TDP node with nothing queued, held or to pad wants no timer either: the
+    /// next packet brings its frame state up to date, so an idle node costs nothing
+    /// per frame.
     pub fn poll_timeout(&self) -> Option<i64> {
         if !self.tdp() {
             return None;
         }
         match self.current {
             None => Some(i64::MIN),
+            Some(_) if self.idle() => None,
             Some(c) => self.clock.frame_start(c.saturating_add(1)),
         }
+    }
+
+    /// Nothing queued, held or waiting, and no port that sends padding.
+    fn idle(&self) -> bool {
+        self.held == 0
+            && self
+                .ports
+                .iter()
+                .all(|p| p.padding.is_none() && p.queues.is_empty() && p.be.is_empty())
     }
 
     /// Moves the node's frame state to `now_ns` (frame starts, slips, padding).
@@ -592,7 +607,10 @@ impl Node {
                 } else {
                     let idx = f.rem_euclid(i64::from(self.k) + 1) as usize;
                     match self.ports[out].hold.get_mut(idx) {
-                        Some(q) => q.push_back(p),
+                        Some(q) => {
+                            q.push_back(p);
+                            self.held += 1;
+                        }
                         None => self.slip(out, p),
                     }
                 }
@@ -728,6 +746,7 @@ impl Node {
                 self.scratch = scratch;
                 for q in 0..self.ports[pi].hold.len() {
                     while let Some(p) = self.ports[pi].hold[q].pop_front() {
+                        self.held -= 1;
                         self.slip(pi, p);
                     }
                 }
@@ -757,6 +776,7 @@ impl Node {
             let idx = next.rem_euclid(ring) as usize;
             if idx < self.ports[pi].hold.len() {
                 while let Some(p) = self.ports[pi].hold[idx].pop_front() {
+                    self.held -= 1;
                     if p.frame == next {
                         self.enqueue_reserved(pi, next, p);
                     } else {
@@ -1362,6 +1382,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         has_rules,
         best_effort: config.best_effort.clone(),
         current: None,
+        held: 0,
         pool: Pool::new(POOL_KEEP),
         scratch: Vec::new(),
         counters,

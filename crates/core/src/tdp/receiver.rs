@@ -1,0 +1,84 @@
+//! The sans-IO receiver: the state machine behind `lockstep node` in the receiver
+//! role and behind every simulated receiver. The driver hands it each datagram's
+//! UDP payload with the kernel's and the application's receive times
+//! ([`Receiver::handle_packet`]); the receiver accounts for it per flow (statistics
+//! and the latency decomposition, [`crate::measure::decomp`]) and, when asked to
+//! keep records, hands every measured probe out as a typed [`Delivery`]
+//! ([`Receiver::poll_event`]) for the run's per-packet results.
+
+use std::collections::VecDeque;
+
+use crate::measure::decomp::{Accounts, Outcome};
+use crate::wire::ProbeRepr;
+
+/// A probe packet that reached its receiver: the probe's own record (flow,
+/// sequence number, frame, sender times, one hop record per router it crossed)
+/// plus the receiver's times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub probe: ProbeRepr,
+    /// Kernel RX timestamp, when the driver has one.
+    pub kernel_rx_ns: Option<i64>,
+    /// When the application got it.
+    pub app_rx_ns: i64,
+}
+
+impl Delivery {
+    /// True end-to-end latency `L = app_rx − t0` (the sending frame travels with
+    /// the packet, so a packet a frame late is seen as late).
+    pub fn latency_ns(&self) -> i64 {
+        self.app_rx_ns.saturating_sub(self.probe.t0_ns)
+    }
+}
+
+/// The receiver state machine.
+#[derive(Debug, Default)]
+pub struct Receiver {
+    accounts: Accounts,
+    keep: bool,
+    deliveries: VecDeque<Delivery>,
+}
+
+impl Receiver {
+    /// `keep_records`: hand every measured probe out through [`Receiver::poll_event`].
+    pub fn new(keep_records: bool) -> Receiver {
+        Receiver {
+            accounts: Accounts::new(),
+            keep: keep_records,
+            deliveries: VecDeque::new(),
+        }
+    }
+
+    /// One datagram's UDP payload, taken by the application at `now` (the
+    /// kernel's receive time `kernel_rx` when known).
+    pub fn handle_packet(&mut self, now: i64, kernel_rx: Option<i64>, payload: &[u8]) -> Outcome {
+        let out = self.accounts.handle(now, kernel_rx, payload);
+        if let (true, Outcome::Probe(p)) = (self.keep, &out) {
+            self.deliveries.push_back(Delivery {
+                probe: *p,
+                kernel_rx_ns: kernel_rx,
+                app_rx_ns: now,
+            });
+        }
+        out
+    }
+
+    /// The next delivered probe, in arrival order.
+    pub fn poll_event(&mut self) -> Option<Delivery> {
+        self.deliveries.pop_front()
+    }
+
+    /// A receiver never needs a timer.
+    pub fn poll_timeout(&self) -> Option<i64> {
+        None
+    }
+
+    /// The per-flow accounts.
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    pub fn accounts_mut(&mut self) -> &mut Accounts {
+        &mut self.accounts
+    }
+}
