@@ -386,8 +386,17 @@ impl Node {
 
     /// A frame received on `port`. The bytes are copied into a pooled buffer.
     pub fn handle_packet(&mut self, now_ns: i64, port: PortId, frame: &[u8], rx: RxMeta) {
+        let buf = self.pool.copy_of(frame);
+        self.handle_buf(now_ns, port, buf, rx);
+    }
+
+    /// A frame received on `port`, handed over with its buffer (no copy: how a
+    /// simulator passes frames between nodes). The buffer ends in this node's pool
+    /// or in a [`Transmit`].
+    pub fn handle_buf(&mut self, now_ns: i64, port: PortId, buf: PacketBuf, rx: RxMeta) {
         let Some(pi) = self.port_index(port) else {
             self.counters.unknown_port += 1;
+            self.pool.put(buf);
             return;
         };
         if self.tdp() {
@@ -395,14 +404,15 @@ impl Node {
         }
         let pc = &mut self.counters.ports[pi];
         pc.rx_packets += 1;
-        pc.rx_bytes += frame.len() as u64;
+        pc.rx_bytes += buf.len() as u64;
         if !self.forwards() {
             self.counters.local += 1;
             self.counters.ports[pi].rx_dropped += 1;
+            self.pool.put(buf);
             return;
         }
         let pending = Pending {
-            buf: self.pool.copy_of(frame),
+            buf,
             flow: None,
             frame: 0,
             ip_len: 0,

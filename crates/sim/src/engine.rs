@@ -1,0 +1,312 @@
+//! The discrete-event loop. Two kinds of event: a frame arrives at a node's port
+//! (after its link serialised and propagated it), and a node wakes up (for a timer
+//! its state machine asked for, or for packets that arrived). A node acts at its
+//! wake-up: it hands every packet that arrived to its state machine, lets it move
+//! its frame state to now, and sends what it hands out. Its host model decides how
+//! late each wake-up is; each packet handled takes the node's processing time. A
+//! node that wants no timer and has no packet costs nothing.
+
+use std::collections::VecDeque;
+
+use lockstep_core::net::PortId;
+use lockstep_core::tdp::{Delivery, Node, PacketBuf, RxMeta};
+
+use crate::host::Host;
+use crate::hostmodel::HostModel;
+use crate::link::LinkDir;
+use crate::queue::EventQueue;
+use crate::rng::Rng;
+
+/// A node's clock against true (simulated) time: `local = t + offset + t·drift`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeClock {
+    pub offset_ns: i64,
+    /// Parts per billion (1000 = 1 ppm fast).
+    pub drift_ppb: i64,
+}
+
+impl NodeClock {
+    pub fn local(&self, t: i64) -> i64 {
+        if self.drift_ppb == 0 {
+            return t.saturating_add(self.offset_ns);
+        }
+        let d = i128::from(t) * i128::from(self.drift_ppb) / 1_000_000_000;
+        (i128::from(t) + d + i128::from(self.offset_ns)).clamp(i64::MIN as i128, i64::MAX as i128)
+            as i64
+    }
+
+    /// The true time at which this clock reads `local` (rounded up).
+    pub fn true_of(&self, local: i64) -> i64 {
+        let x = i128::from(local) - i128::from(self.offset_ns);
+        if self.drift_ppb == 0 {
+            return x.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        }
+        let den = 1_000_000_000i128 + i128::from(self.drift_ppb);
+        let t = (x * 1_000_000_000).div_euclid(den);
+        let t = if self.local_i128(t) < i128::from(local) {
+            t + 1
+        } else {
+            t
+        };
+        t.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+
+    fn local_i128(&self, t: i128) -> i128 {
+        t + t * i128::from(self.drift_ppb) / 1_000_000_000 + i128::from(self.offset_ns)
+    }
+}
+
+/// What a simulated node is.
+#[derive(Debug)]
+pub enum Kind {
+    Router(Box<Node>),
+    Host(Box<Host>),
+}
+
+/// One output port: its link direction and where it leads.
+#[derive(Clone, Debug)]
+pub struct Port {
+    pub link: LinkDir,
+    pub to: u32,
+    pub to_port: u16,
+}
+
+/// A node of the simulated network.
+#[derive(Debug)]
+pub struct SimNode {
+    pub name: String,
+    pub kind: Kind,
+    pub ports: Vec<Port>,
+    pub clock: NodeClock,
+    pub host: HostModel,
+    pub processing_ns: i64,
+    rng: Rng,
+    inbox: VecDeque<(u16, PacketBuf, i64)>,
+    wake_at: Option<i64>,
+    busy_until: i64,
+    /// Wake-ups for a timer, and how late each was (true time).
+    pub timer_wakeups: u64,
+    pub late_sum_ns: i64,
+}
+
+impl SimNode {
+    pub fn new(name: String, kind: Kind, ports: Vec<Port>, rng: Rng) -> SimNode {
+        SimNode {
+            name,
+            kind,
+            ports,
+            clock: NodeClock::default(),
+            host: HostModel::Ideal,
+            processing_ns: 0,
+            rng,
+            inbox: VecDeque::new(),
+            wake_at: None,
+            busy_until: i64::MIN,
+            timer_wakeups: 0,
+            late_sum_ns: 0,
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<i64> {
+        match &self.kind {
+            Kind::Router(n) => n.poll_timeout(),
+            Kind::Host(h) => h.poll_timeout(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Ev {
+    Wake(u32),
+    Arrive(u32, u16, PacketBuf),
+}
+
+/// Counts of one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Events handled.
+    pub events: u64,
+    /// Frames that crossed a link (padding included).
+    pub packet_hops: u64,
+    /// Frames a full port queue refused.
+    pub link_drops: u64,
+    pub wakeups: u64,
+    /// Most events waiting at once.
+    pub peak_events: u64,
+}
+
+/// The network and its clock.
+pub struct Engine {
+    pub nodes: Vec<SimNode>,
+    queue: EventQueue<Ev>,
+    stats: EngineStats,
+    out: Vec<PacketBuf>,
+    now: i64,
+}
+
+impl Engine {
+    /// Starts every node at `start` (true time).
+    pub fn new(mut nodes: Vec<SimNode>, start: i64) -> Engine {
+        let mut queue = EventQueue::default();
+        for (i, n) in nodes.iter_mut().enumerate() {
+            if let Kind::Host(h) = &mut n.kind {
+                if let Some((s, _)) = h.sender.as_mut() {
+                    s.start(n.clock.local(start));
+                }
+            }
+            n.wake_at = Some(start);
+            queue.push(start, Ev::Wake(i as u32));
+        }
+        Engine {
+            nodes,
+            queue,
+            stats: EngineStats::default(),
+            out: Vec::new(),
+            now: start,
+        }
+    }
+
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let mut s = self.stats.clone();
+        s.peak_events = self.queue.peak() as u64;
+        s
+    }
+
+    /// Runs every event due up to `until`; each probe a receiver takes is handed to
+    /// `on_delivery` with the receiver's index.
+    pub fn run_until(&mut self, until: i64, on_delivery: &mut impl FnMut(usize, &Delivery)) {
+        while let Some((t, ev)) = self.queue.pop_until(until) {
+            self.now = t;
+            self.stats.events += 1;
+            match ev {
+                Ev::Wake(i) => self.wake(i as usize, t, on_delivery),
+                Ev::Arrive(i, port, buf) => self.arrive(i as usize, port, buf, t),
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    fn arrive(&mut self, i: usize, port: u16, buf: PacketBuf, t: i64) {
+        self.stats.packet_hops += 1;
+        let n = &mut self.nodes[i];
+        n.inbox.push_back((port, buf, t));
+        let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
+        if n.wake_at.is_none_or(|w| at < w) {
+            n.wake_at = Some(at);
+            self.queue.push(at, Ev::Wake(i as u32));
+        }
+    }
+
+    fn wake(&mut self, i: usize, t: i64, on_delivery: &mut impl FnMut(usize, &Delivery)) {
+        let n = &mut self.nodes[i];
+        if n.wake_at != Some(t) {
+            return; // superseded by an earlier wake-up
+        }
+        n.wake_at = None;
+        self.stats.wakeups += 1;
+        let mut now = t;
+        while let Some((port, buf, arrived)) = n.inbox.pop_front() {
+            let (local, krx) = (n.clock.local(now), n.clock.local(arrived));
+            match &mut n.kind {
+                Kind::Router(node) => {
+                    let rx = RxMeta {
+                        kernel_rx_ns: Some(krx),
+                    };
+                    node.handle_buf(local, PortId(port), buf, rx);
+                }
+                Kind::Host(h) => {
+                    if let Some(d) = h.handle_frame(local, krx, &buf) {
+                        on_delivery(i, &d);
+                    }
+                }
+            }
+            now = now.saturating_add(n.processing_ns);
+        }
+        self.act(i, now);
+        let n = &mut self.nodes[i];
+        n.busy_until = now;
+        self.schedule_timer(i, now);
+    }
+
+    /// Timers due, then everything the node hands out, onto its links.
+    fn act(&mut self, i: usize, now: i64) {
+        let n = &mut self.nodes[i];
+        let local = n.clock.local(now);
+        let out = &mut self.out;
+        match &mut n.kind {
+            Kind::Router(node) => {
+                if node.poll_timeout().is_some_and(|t| t <= local) {
+                    node.handle_timeout(local);
+                }
+                while let Some(tx) = node.poll_transmit(local) {
+                    let p = usize::from(tx.port.0);
+                    match n.ports.get_mut(p).and_then(|port| {
+                        port.link
+                            .send(now, tx.buf.len())
+                            .map(|at| (at, port.to, port.to_port))
+                    }) {
+                        Some((at, to, to_port)) => {
+                            self.queue.push(at, Ev::Arrive(to, to_port, tx.buf))
+                        }
+                        None => {
+                            self.stats.link_drops += 1;
+                            node.recycle(tx.buf);
+                        }
+                    }
+                }
+            }
+            Kind::Host(h) => {
+                h.handle_timeout(local, out);
+                for buf in out.drain(..) {
+                    let Some(port) = n.ports.first_mut() else {
+                        continue;
+                    };
+                    match port.link.send(now, buf.len()) {
+                        Some(at) => self.queue.push(at, Ev::Arrive(port.to, port.to_port, buf)),
+                        None => self.stats.link_drops += 1,
+                    }
+                }
+            }
+        }
+    }
+
+    fn schedule_timer(&mut self, i: usize, now: i64) {
+        let n = &mut self.nodes[i];
+        let Some(local) = n.poll_timeout() else {
+            return;
+        };
+        let due = n.clock.true_of(local).max(now);
+        let late = n.host.draw(&mut n.rng);
+        let at = due.saturating_add(late);
+        n.timer_wakeups += 1;
+        n.late_sum_ns = n.late_sum_ns.saturating_add(late);
+        if n.wake_at.is_none_or(|w| at < w) {
+            n.wake_at = Some(at);
+            self.queue.push(at, Ev::Wake(i as u32));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_map_both_ways() {
+        let c = NodeClock {
+            offset_ns: 500,
+            drift_ppb: 20_000,
+        };
+        for t in [0i64, 1, 999_999_999, 123_456_789_012] {
+            let l = c.local(t);
+            assert_eq!(c.true_of(l), t, "t {t}");
+        }
+        assert_eq!(c.local(1_000_000_000), 1_000_020_500);
+        let plain = NodeClock::default();
+        assert_eq!((plain.local(7), plain.true_of(7)), (7, 7));
+    }
+}

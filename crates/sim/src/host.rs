@@ -1,0 +1,169 @@
+//! A simulated end host: the kernel part of a sender, a receiver or a load
+//! source/sink, modelled (UDP/IPv4/Ethernet framing, port demultiplexing); the
+//! application part is the core's state machine ([`Sender`], [`Receiver`]) or a
+//! constant-rate source.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use lockstep_core::tdp::{Delivery, PacketBuf, Receiver, Sender};
+use lockstep_core::wire::{
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, UdpPacket,
+    UdpRepr, PROTO_UDP,
+};
+
+/// TTL of the packets a host sends (Linux's default for UDP sockets).
+pub const HOST_TTL: u8 = 64;
+
+/// The host's one interface.
+#[derive(Clone, Copy, Debug)]
+pub struct Iface {
+    pub mac: EthernetAddress,
+    pub addr: Ipv4Addr,
+    pub peer_mac: EthernetAddress,
+}
+
+/// A flow the sender sends, with its addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowAddr {
+    pub id: u32,
+    pub src: SocketAddrV4,
+    pub dst: SocketAddrV4,
+}
+
+/// A constant-rate best-effort source (the lab's `probe stream` or iperf3 load).
+#[derive(Clone, Debug)]
+pub struct Cbr {
+    pub src_port: u16,
+    pub dst: SocketAddrV4,
+    /// UDP payload bytes.
+    pub size: u32,
+    pub period_ns: i64,
+    pub next_ns: i64,
+    pub sent: u64,
+}
+
+/// What a host is.
+#[derive(Debug, Default)]
+pub struct Host {
+    pub iface: Option<Iface>,
+    pub sender: Option<(Sender, Vec<FlowAddr>)>,
+    pub receiver: Option<(Receiver, u16)>,
+    pub sources: Vec<Cbr>,
+    /// Load sinks: (UDP port, datagrams received).
+    pub sinks: Vec<(u16, u64)>,
+    /// Frames for this host that nothing listened for.
+    pub foreign: u64,
+}
+
+impl Host {
+    /// The next instant the host wants to run (its clock).
+    pub fn poll_timeout(&self) -> Option<i64> {
+        let s = self.sender.as_ref().and_then(|(s, _)| s.poll_timeout());
+        let c = self.sources.iter().map(|c| c.next_ns).min();
+        match (s, c) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A frame arrived (kernel time `kernel_rx`), the application takes it at `now`.
+    pub fn handle_frame(&mut self, now: i64, kernel_rx: i64, frame: &[u8]) -> Option<Delivery> {
+        let Some((port, payload)) = udp_payload(frame, self.iface.map(|i| i.addr)) else {
+            self.foreign += 1;
+            return None;
+        };
+        if let Some((r, p)) = self.receiver.as_mut() {
+            if *p == port {
+                r.handle_packet(now, Some(kernel_rx), payload);
+                return r.poll_event();
+            }
+        }
+        match self.sinks.iter_mut().find(|(p, _)| *p == port) {
+            Some((_, n)) => *n += 1,
+            None => self.foreign += 1,
+        }
+        None
+    }
+
+    /// Everything due at `now`, framed, in the order it is sent.
+    pub fn handle_timeout(&mut self, now: i64, out: &mut Vec<PacketBuf>) {
+        let Some(iface) = self.iface else { return };
+        if let Some((s, flows)) = self.sender.as_mut() {
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+                while let Some(tx) = s.poll_transmit(now) {
+                    if let Some(f) = flows.iter().find(|f| f.id == tx.flow) {
+                        out.push(udp_frame(&iface, f.src, f.dst, tx.dscp, tx.payload));
+                    }
+                }
+            }
+        }
+        for c in &mut self.sources {
+            while c.next_ns <= now {
+                let payload = lockstep_core::tdp::host::probe_buffer(1000, c.size)
+                    .unwrap_or_else(|_| vec![0; c.size as usize]);
+                let src = SocketAddrV4::new(iface.addr, c.src_port);
+                out.push(udp_frame(&iface, src, c.dst, 0, &payload));
+                c.sent += 1;
+                c.next_ns = c.next_ns.saturating_add(c.period_ns.max(1));
+            }
+        }
+    }
+}
+
+/// The UDP destination port and payload of a frame for `addr`.
+fn udp_payload(frame: &[u8], addr: Option<Ipv4Addr>) -> Option<(u16, &[u8])> {
+    let (ihl, udp_len, port) = {
+        let eth = EthernetFrame::new_checked(frame).ok()?;
+        if eth.ethertype() != EtherType::IPV4 {
+            return None;
+        }
+        let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+        if Some(ip.dst_addr()) != addr || ip.protocol() != PROTO_UDP {
+            return None;
+        }
+        let ihl = ip.header_len() as usize;
+        let udp = UdpPacket::new_checked(ip.payload()).ok()?;
+        (ihl, usize::from(udp.len()), udp.dst_port())
+    };
+    let start = 14 + ihl + 8;
+    let end = 14 + ihl + udp_len;
+    Some((port, frame.get(start..end)?))
+}
+
+/// An Ethernet frame carrying one UDP datagram (UDP checksum 0: offloaded, as a
+/// NIC would; routers then keep it 0 and skip recomputing it per hop).
+pub fn udp_frame(
+    iface: &Iface,
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    dscp: u8,
+    payload: &[u8],
+) -> PacketBuf {
+    let ip_len = 20 + 8 + payload.len();
+    let mut buf = vec![0u8; 14 + ip_len];
+    let eth = EthernetRepr {
+        src: iface.mac,
+        dst: iface.peer_mac,
+        ethertype: EtherType::IPV4,
+    };
+    let _ = eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+    let ip = Ipv4Repr {
+        src: *src.ip(),
+        dst: *dst.ip(),
+        protocol: PROTO_UDP,
+        dscp,
+        ecn: 0,
+        ttl: HOST_TTL,
+        payload_len: 8 + payload.len(),
+    };
+    let _ = ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..]));
+    let udp = UdpRepr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        payload_len: payload.len(),
+    };
+    let _ = udp.emit_header(&mut UdpPacket::new_unchecked(&mut buf[34..]));
+    buf[42..].copy_from_slice(payload);
+    PacketBuf::from_vec(buf)
+}

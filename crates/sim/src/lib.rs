@@ -1,0 +1,80 @@
+//! # lockstep-sim — the network in virtual time
+//!
+//! A discrete-event simulator that drives the very state machines the live nodes
+//! drive — the core's TDP/FIFO router [`lockstep_core::tdp::Node`], its
+//! [`Sender`](lockstep_core::tdp::Sender) and [`Receiver`](lockstep_core::tdp::Receiver)
+//! — with a virtual clock, over modelled links and hosts. It builds its network from
+//! the same plan the lab builds in namespaces, so a scenario file runs unchanged in
+//! both.
+//!
+//! - [`link`]: a port's FIFO byte-limited queue, serialisation and propagation.
+//! - [`hostmodel`]: how late a node acts (ideal, fixed, or a measured wake-up
+//!   histogram).
+//! - [`host`]: the kernel side of a simulated sender or receiver.
+//! - [`engine`]: the event loop; [`build`]: plan → simulated nodes.
+//!
+//! Deterministic: a run is a pure function of (plan, options); nothing reads the
+//! wall clock and the only chance comes from a seeded generator ([`rng`]).
+
+pub mod build;
+pub mod engine;
+pub mod host;
+pub mod hostmodel;
+pub mod link;
+pub mod queue;
+pub mod rng;
+
+pub use build::{build, BuildError};
+pub use engine::{Engine, EngineStats, Kind, NodeClock, SimNode};
+pub use hostmodel::{HostModel, Measured, ModelError};
+pub use link::Framing;
+
+use std::collections::BTreeMap;
+
+use lockstep_plan::plan::Plan;
+
+/// How to simulate.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub seed: u64,
+    /// True time at which every node starts.
+    pub start_ns: i64,
+    /// The host model of every node not named in `hosts`.
+    pub host: HostModel,
+    /// Host models by node name.
+    pub hosts: BTreeMap<String, HostModel>,
+    /// Time each node takes per packet it handles.
+    pub processing_ns: i64,
+    /// Clock offset and drift by node name.
+    pub clocks: BTreeMap<String, NodeClock>,
+    pub framing: Framing,
+    pub propagation_ns: i64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            seed: 1,
+            start_ns: 1_000_000_000,
+            host: HostModel::Ideal,
+            hosts: BTreeMap::new(),
+            processing_ns: 0,
+            clocks: BTreeMap::new(),
+            framing: Framing::Ethernet,
+            propagation_ns: 0,
+        }
+    }
+}
+
+/// A plan ready to run.
+pub fn engine(plan: &Plan, opts: &SimOptions) -> Result<Engine, BuildError> {
+    let mut nodes = build(plan, opts)?;
+    for n in &mut nodes {
+        n.host = opts.hosts.get(&n.name).unwrap_or(&opts.host).clone();
+        n.processing_ns = opts.processing_ns;
+        if let Some(c) = opts.clocks.get(&n.name) {
+            n.clock = *c;
+        }
+    }
+    Ok(Engine::new(nodes, opts.start_ns))
+}

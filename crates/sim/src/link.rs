@@ -1,0 +1,122 @@
+//! A link direction: one output port's FIFO queue with a byte limit (tail drop)
+//! and its wire. A frame handed to it at `t` starts when the wire is free, takes
+//! `bits / rate` to serialise, and arrives `propagation` after its last bit.
+//!
+//! What a frame costs on the wire is a choice, stated in every result:
+//! [`Framing::Ethernet`] counts what a real Ethernet port sends per frame (IP packet
+//! plus 38 bytes: header 14, FCS 4, preamble 8, inter-frame gap 12 — the same
+//! accounting the TDP schedules use); [`Framing::Tbf`] counts what Linux `tc tbf`
+//! counts on the lab's veth links (IP packet plus the 14-byte Ethernet header).
+
+/// Bytes a frame costs beyond its IP packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// Header, FCS, preamble and inter-frame gap: 38 bytes.
+    Ethernet,
+    /// The Ethernet header only: 14 bytes (what `tc tbf` shapes on a veth).
+    Tbf,
+}
+
+impl Framing {
+    pub fn overhead(self) -> u32 {
+        match self {
+            Framing::Ethernet => 38,
+            Framing::Tbf => 14,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Framing::Ethernet => "ethernet",
+            Framing::Tbf => "tbf",
+        }
+    }
+}
+
+/// Smallest IP packet Ethernet carries (shorter ones are padded).
+const MIN_IP_LEN: u64 = 46;
+
+/// One direction of a link.
+#[derive(Clone, Debug)]
+pub struct LinkDir {
+    pub rate_bps: u64,
+    pub propagation_ns: i64,
+    /// Bytes the queue holds (the frame on the wire included).
+    pub limit_bytes: u64,
+    pub overhead: u32,
+    /// When the wire is done with everything queued.
+    busy_until: i64,
+    pub sent: u64,
+    pub dropped: u64,
+}
+
+impl LinkDir {
+    pub fn new(rate_bps: u64, propagation_ns: i64, limit_bytes: u64, framing: Framing) -> LinkDir {
+        LinkDir {
+            rate_bps: rate_bps.max(1),
+            propagation_ns,
+            limit_bytes,
+            overhead: framing.overhead(),
+            busy_until: i64::MIN,
+            sent: 0,
+            dropped: 0,
+        }
+    }
+
+    fn wire_bytes(&self, frame_len: usize) -> u64 {
+        let ip = (frame_len as u64).saturating_sub(14).max(MIN_IP_LEN);
+        ip + u64::from(self.overhead)
+    }
+
+    fn ns_for(&self, bytes: u64) -> i64 {
+        let ns = (u128::from(bytes) * 8 * 1_000_000_000).div_ceil(u128::from(self.rate_bps));
+        i64::try_from(ns).unwrap_or(i64::MAX)
+    }
+
+    /// Bytes still queued or on the wire at `now`.
+    pub fn backlog_bytes(&self, now: i64) -> u64 {
+        if self.busy_until <= now {
+            return 0;
+        }
+        let ns = (self.busy_until - now) as u128;
+        (ns * u128::from(self.rate_bps) / 8 / 1_000_000_000) as u64
+    }
+
+    /// Hands a frame of `frame_len` bytes (Ethernet header included) to the port
+    /// at `now`: its arrival time at the far end, or `None` when the queue is full.
+    pub fn send(&mut self, now: i64, frame_len: usize) -> Option<i64> {
+        let bytes = self.wire_bytes(frame_len);
+        if self.backlog_bytes(now) + bytes > self.limit_bytes {
+            self.dropped += 1;
+            return None;
+        }
+        let start = now.max(self.busy_until);
+        let end = start.saturating_add(self.ns_for(bytes));
+        self.busy_until = end;
+        self.sent += 1;
+        Some(end.saturating_add(self.propagation_ns))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_serialise_back_to_back_and_drop_at_the_limit() {
+        // 100 Mbit/s: a 1002-byte IP packet (1016-byte frame) is 1040 wire bytes, 83.2 us
+        let mut l = LinkDir::new(100_000_000, 1_000, 2 * 1040, Framing::Ethernet);
+        assert_eq!(l.send(0, 1016), Some(83_200 + 1_000));
+        assert_eq!(l.send(0, 1016), Some(166_400 + 1_000));
+        assert_eq!(l.send(0, 1016), None);
+        assert_eq!(l.backlog_bytes(83_200), 1040);
+        assert_eq!(l.send(83_200, 1016), Some(249_600 + 1_000));
+        assert_eq!((l.sent, l.dropped), (3, 1));
+        // tbf accounting: 1016 bytes, 81.28 us
+        let mut t = LinkDir::new(100_000_000, 0, 1 << 20, Framing::Tbf);
+        assert_eq!(t.send(5, 1016), Some(5 + 81_280));
+        // short frames are padded to 46 bytes of IP
+        let mut s = LinkDir::new(100_000_000, 0, 1 << 20, Framing::Ethernet);
+        assert_eq!(s.send(0, 42), Some((46 + 38) * 80));
+    }
+}
