@@ -39,7 +39,9 @@ pub fn netns_name_ok(name: &str) -> bool {
 
 /// A node's port: an interface of a router, the socket of a host. Serialized as
 /// the bare number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct PortId(pub u16);
 

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::deps::PortId;
 
 /// Counters of one port, as input and as output.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PortCounters {
     pub port: PortId,
     /// Frames received on this port.
@@ -64,6 +65,7 @@ impl PortCounters {
 
 /// Counters of one reserved flow.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct FlowCounters {
     pub flow: u32,
     /// Packets of the flow handed out in a reserved frame.
@@ -80,6 +82,7 @@ pub struct FlowCounters {
 
 /// Node-wide counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodeCounters {
     pub ports: Vec<PortCounters>,
     pub flows: Vec<FlowCounters>,

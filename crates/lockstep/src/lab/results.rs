@@ -25,7 +25,8 @@ use std::path::Path;
 
 use lockstep_core::stats::{Histogram, Summary};
 use lockstep_core::tdp::Role;
-use lockstep_core::wire::NOT_FILLED;
+use lockstep_core::tdp::{Delivery, NodeCounters, PortCounters};
+use lockstep_core::wire::{HopKind, HopRecord, ProbeRepr, MAX_HOPS, NOT_FILLED};
 use serde_json::Value;
 
 use super::plan::Plan;
@@ -110,7 +111,6 @@ pub fn read_tx(
 type Point = (i64, i64);
 
 /// A hop record as read: node id, kernel RX, application RX, application TX.
-type HopCells = (u32, Option<i64>, Option<i64>, Option<i64>);
 
 /// Points of an inter-arrival series kept per time bucket: the lowest and the
 /// highest, so spikes survive.
@@ -238,52 +238,240 @@ pub struct TxJoin {
     pub routers: HashMap<String, HashMap<(u32, u64), i64>>,
 }
 
-/// Measures every flow of one receiver from its packet CSV in one pass. `ids` names
-/// node ids (hop records carry ids); `span_ns` is the run's length (for the series).
+/// Measures the flows of one receiver packet by packet: the lab feeds it the rows
+/// of the receiver's packet file, the simulator the receiver's deliveries as they
+/// happen. `ids` names node ids (hop records carry ids); `span_ns` is the run's
+/// length (for the series).
+pub struct FlowsMeter<'a> {
+    accs: Vec<Acc<'a>>,
+    by_id: HashMap<u32, usize>,
+    tf_ns: i64,
+    ids: &'a HashMap<u32, String>,
+    tx: &'a TxJoin,
+    name: String,
+}
+
+impl<'a> FlowsMeter<'a> {
+    pub fn new(
+        flows: &'a [FlowInput<'a>],
+        tf_ns: i64,
+        span_ns: i64,
+        ids: &'a HashMap<u32, String>,
+        tx: &'a TxJoin,
+    ) -> FlowsMeter<'a> {
+        let accs = flows
+            .iter()
+            .map(|f| Acc {
+                input: f,
+                m: FlowMeasure {
+                    latency: Histogram::new(),
+                    inter_arrival: Histogram::new(),
+                    series: Vec::new(),
+                    components: Vec::new(),
+                    received: 0,
+                    duplicates: 0,
+                    over_tf: 0,
+                    hop_nodes: Vec::new(),
+                    off_path: 0,
+                },
+                seen: Vec::new(),
+                last_rx: None,
+                series: Series::new(span_ns),
+            })
+            .collect();
+        let by_id = flows.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        FlowsMeter {
+            accs,
+            by_id,
+            tf_ns,
+            ids,
+            tx,
+            name: String::new(),
+        }
+    }
+
+    /// One packet a receiver took (another flow's is ignored).
+    pub fn add(&mut self, d: &Delivery) {
+        let p = &d.probe;
+        let Some(&ai) = self.by_id.get(&p.flow_id) else {
+            return;
+        };
+        let a = &mut self.accs[ai];
+        if !a.first_time(p.seq) {
+            a.m.duplicates += 1;
+            return;
+        }
+        a.m.received += 1;
+        let t0 = filled(Some(p.t0_ns));
+        let app = Some(d.app_rx_ns);
+        if let (Some(t0), Some(app)) = (t0, app) {
+            let l = app - t0;
+            a.m.latency.record(l);
+            if l > self.tf_ns {
+                a.m.over_tf += 1;
+            }
+        }
+        if let Some(app) = app {
+            if let Some(prev) = a.last_rx {
+                a.m.inter_arrival.record(app - prev);
+                a.series.push(app, app - prev);
+            } else {
+                a.series.first = Some(app);
+            }
+            a.last_rx = Some(app);
+        }
+        let hops = p.hops();
+        if a.m.received == 1 {
+            a.m.hop_nodes = hops.iter().map(|h| h.node).collect();
+        }
+        let expect = &a.input.expect_hops;
+        let shown = hops.len().min(expect.len());
+        // a packet records at most MAX_HOPS routers (the packet file fewer): a
+        // shorter record of the planned path is that path
+        if hops.len() > expect.len() || hops[..shown].iter().zip(expect).any(|(h, e)| h.node != *e)
+        {
+            a.m.off_path += 1;
+        }
+        decompose(a, d, self.ids, self.tx, &mut self.name);
+    }
+
+    pub fn finish(self) -> Vec<FlowMeasure> {
+        self.accs
+            .into_iter()
+            .map(|a| {
+                let mut m = a.m;
+                m.series = a.series.points();
+                m
+            })
+            .collect()
+    }
+}
+
+/// The latency decomposition of one packet, span by span.
+fn decompose(
+    a: &mut Acc<'_>,
+    d: &Delivery,
+    ids: &HashMap<u32, String>,
+    tx: &TxJoin,
+    name: &mut String,
+) {
+    let p = &d.probe;
+    let m = &mut a.m;
+    let key = (a.input.id, p.seq);
+    let t0 = filled(Some(p.t0_ns));
+    let t_wake = filled(Some(p.t_wake_ns));
+    if let (Some(t0), Some(w)) = (t0, t_wake) {
+        m.component("L_I", w - t0);
+    }
+    let mut depart = tx.sender.get(&key).copied().or(filled(Some(p.t_send_ns)));
+    if let (Some(w), Some(d)) = (t_wake, depart) {
+        m.component("L_Tx", d - w);
+    }
+    let mut prev_name = a.input.path.first().cloned().unwrap_or_default();
+    for h in p.hops() {
+        let hop = ids
+            .get(&h.node)
+            .cloned()
+            .unwrap_or_else(|| format!("node {}", h.node));
+        let arrive = filled(Some(h.rx_kernel_ns)).or(filled(Some(h.rx_app_ns)));
+        if let (Some(d), Some(ar)) = (depart, arrive) {
+            name.clear();
+            name.push_str("link ");
+            name.push_str(&prev_name);
+            name.push('→');
+            name.push_str(&hop);
+            m.component(name, ar - d);
+        }
+        let leave = tx
+            .routers
+            .get(&hop)
+            .and_then(|t| t.get(&key).copied())
+            .or(filled(Some(h.tx_app_ns)));
+        if let (Some(ar), Some(l)) = (arrive, leave) {
+            name.clear();
+            name.push_str(&hop);
+            name.push_str(" residence");
+            m.component(name, l - ar);
+        }
+        depart = leave;
+        prev_name = hop;
+    }
+    // a path longer than the hop records: the rest is one span
+    let k_rx = d.kernel_rx_ns.and_then(|k| filled(Some(k)));
+    if let (Some(dep), Some(k)) = (depart, k_rx) {
+        let receiver = a.input.path.last().map(String::as_str).unwrap_or("");
+        name.clear();
+        name.push_str("link ");
+        name.push_str(&prev_name);
+        name.push('→');
+        name.push_str(receiver);
+        m.component(name, k - dep);
+    }
+    if let Some(k) = k_rx {
+        m.component("L_Rx", d.app_rx_ns - k);
+    }
+}
+
+/// One row of a receiver's packet file as the delivery it records.
+fn delivery_of(
+    row: &[Option<i64>],
+    cols: &[Option<usize>; 8],
+    hop_cols: &[[Option<usize>; 4]],
+) -> Option<Delivery> {
+    let get = |i: usize| cell(row, cols[i]);
+    let mut probe = ProbeRepr {
+        flow_id: get(0)? as u32,
+        seq: get(1)? as u64,
+        frame: get(2).unwrap_or(0),
+        t0_ns: get(3).unwrap_or(NOT_FILLED),
+        t_wake_ns: get(4).unwrap_or(NOT_FILLED),
+        t_send_ns: get(5).unwrap_or(NOT_FILLED),
+        ..ProbeRepr::default()
+    };
+    for hc in hop_cols.iter().take(MAX_HOPS) {
+        let Some(node) = cell(row, hc[0]) else { break };
+        probe.hops[usize::from(probe.hop_count)] = HopRecord {
+            node: node as u32,
+            kind: HopKind::Router,
+            rx_kernel_ns: cell(row, hc[1]).unwrap_or(NOT_FILLED),
+            rx_app_ns: cell(row, hc[2]).unwrap_or(NOT_FILLED),
+            tx_app_ns: cell(row, hc[3]).unwrap_or(NOT_FILLED),
+        };
+        probe.hop_count += 1;
+    }
+    Some(Delivery {
+        probe,
+        kernel_rx_ns: filled(get(6)),
+        app_rx_ns: get(7).unwrap_or(NOT_FILLED),
+    })
+}
+
+/// Measures every flow of one receiver from its packet CSV in one pass.
 pub fn measure_flows<'a>(
     packets: impl BufRead,
     flows: &'a [FlowInput<'a>],
     tf_ns: i64,
     span_ns: i64,
-    ids: &HashMap<u32, String>,
-    tx: &TxJoin,
+    ids: &'a HashMap<u32, String>,
+    tx: &'a TxJoin,
 ) -> Vec<FlowMeasure> {
-    let mut accs: Vec<Acc<'a>> = flows
-        .iter()
-        .map(|f| Acc {
-            input: f,
-            m: FlowMeasure {
-                latency: Histogram::new(),
-                inter_arrival: Histogram::new(),
-                series: Vec::new(),
-                components: Vec::new(),
-                received: 0,
-                duplicates: 0,
-                over_tf: 0,
-                hop_nodes: Vec::new(),
-                off_path: 0,
-            },
-            seen: Vec::new(),
-            last_rx: None,
-            series: Series::new(span_ns),
-        })
-        .collect();
-    let by_id: HashMap<u32, usize> = flows.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+    let mut meter = FlowsMeter::new(flows, tf_ns, span_ns, ids, tx);
     let mut lines = packets.lines();
     let Some(Ok(header)) = lines.next() else {
-        return accs.into_iter().map(|a| a.m).collect();
+        return meter.finish();
     };
     let c = Columns::parse(&header);
-    let col = |n: &str| c.get(n);
-    let (c_flow, c_seq, c_t0, c_wake, c_send, c_krx, c_app) = (
-        col("flow"),
-        col("seq"),
-        col("t0"),
-        col("t_wake"),
-        col("t_send"),
-        col("kernel_rx"),
-        col("app_rx"),
-    );
+    let names = [
+        "flow",
+        "seq",
+        "frame",
+        "t0",
+        "t_wake",
+        "t_send",
+        "kernel_rx",
+        "app_rx",
+    ];
+    let cols: [Option<usize>; 8] = names.map(|n| c.get(n));
     let hop_cols: Vec<[Option<usize>; 4]> = (1..)
         .map_while(|h| {
             let node = c.get(&format!("h{h}_node"))?;
@@ -296,122 +484,13 @@ pub fn measure_flows<'a>(
         })
         .collect();
     let mut row = Vec::new();
-    let mut hops: Vec<HopCells> = Vec::new();
-    let mut name = String::new();
     for line in lines.map_while(Result::ok) {
         parse_row(&line, &mut row);
-        let Some(&ai) = cell(&row, c_flow).and_then(|f| by_id.get(&(f as u32))) else {
-            continue;
-        };
-        let a = &mut accs[ai];
-        let Some(seq) = cell(&row, c_seq).map(|s| s as u64) else {
-            continue;
-        };
-        if !a.first_time(seq) {
-            a.m.duplicates += 1;
-            continue;
-        }
-        let m = &mut a.m;
-        m.received += 1;
-        let t0 = filled(cell(&row, c_t0));
-        let app = filled(cell(&row, c_app));
-        if let (Some(t0), Some(app)) = (t0, app) {
-            let l = app - t0;
-            m.latency.record(l);
-            if l > tf_ns {
-                m.over_tf += 1;
-            }
-        }
-        if let Some(app) = app {
-            if let Some(prev) = a.last_rx {
-                m.inter_arrival.record(app - prev);
-                a.series.push(app, app - prev);
-            } else {
-                a.series.first = Some(app);
-            }
-            a.last_rx = Some(app);
-        }
-        hops.clear();
-        for hc in &hop_cols {
-            let Some(node) = cell(&row, hc[0]) else { break };
-            hops.push((
-                node as u32,
-                filled(cell(&row, hc[1])),
-                filled(cell(&row, hc[2])),
-                filled(cell(&row, hc[3])),
-            ));
-        }
-        if m.received == 1 {
-            m.hop_nodes = hops.iter().map(|h| h.0).collect();
-        }
-        if hops.len() != a.input.expect_hops.len()
-            || hops
-                .iter()
-                .zip(&a.input.expect_hops)
-                .any(|(h, e)| h.0 != *e)
-        {
-            m.off_path += 1;
-        }
-        // the decomposition
-        let key = (a.input.id, seq);
-        let t_wake = filled(cell(&row, c_wake));
-        if let (Some(t0), Some(w)) = (t0, t_wake) {
-            m.component("L_I", w - t0);
-        }
-        let mut depart = tx.sender.get(&key).copied().or(filled(cell(&row, c_send)));
-        if let (Some(w), Some(d)) = (t_wake, depart) {
-            m.component("L_Tx", d - w);
-        }
-        let mut prev_name = a.input.path.first().cloned().unwrap_or_default();
-        for &(node, rx_k, rx_a, tx_a) in &hops {
-            let hop = ids
-                .get(&node)
-                .cloned()
-                .unwrap_or_else(|| format!("node {node}"));
-            let arrive = rx_k.or(rx_a);
-            if let (Some(d), Some(ar)) = (depart, arrive) {
-                name.clear();
-                name.push_str("link ");
-                name.push_str(&prev_name);
-                name.push('→');
-                name.push_str(&hop);
-                m.component(&name, ar - d);
-            }
-            let leave = tx
-                .routers
-                .get(&hop)
-                .and_then(|t| t.get(&key).copied())
-                .or(tx_a);
-            if let (Some(ar), Some(l)) = (arrive, leave) {
-                name.clear();
-                name.push_str(&hop);
-                name.push_str(" residence");
-                m.component(&name, l - ar);
-            }
-            depart = leave;
-            prev_name = hop;
-        }
-        let k_rx = filled(cell(&row, c_krx));
-        if let (Some(d), Some(k)) = (depart, k_rx) {
-            let receiver = a.input.path.last().map(String::as_str).unwrap_or("");
-            name.clear();
-            name.push_str("link ");
-            name.push_str(&prev_name);
-            name.push('→');
-            name.push_str(receiver);
-            m.component(&name, k - d);
-        }
-        if let (Some(k), Some(ap)) = (k_rx, app) {
-            m.component("L_Rx", ap - k);
+        if let Some(d) = delivery_of(&row, &cols, &hop_cols) {
+            meter.add(&d);
         }
     }
-    accs.into_iter()
-        .map(|a| {
-            let mut m = a.m;
-            m.series = a.series.points();
-            m
-        })
-        .collect()
+    meter.finish()
 }
 
 impl FlowMeasure {
@@ -442,58 +521,66 @@ fn u(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
-/// A router's counters document (`counters` of its JSON) → its part of the report.
+/// A router's counters document (`counters` and `wakeup` of its JSON) → its part
+/// of the report.
 pub fn hop_report(name: &str, doc: &Value, flow_names: &BTreeMap<u32, String>) -> HopReport {
-    let c = doc.get("counters").cloned().unwrap_or(Value::Null);
-    let ports: Vec<Value> = c
-        .get("ports")
-        .and_then(Value::as_array)
-        .cloned()
+    let c: NodeCounters = doc
+        .get("counters")
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
         .unwrap_or_default();
-    let sum = |k: &str| ports.iter().map(|p| u(p, k)).sum::<u64>();
-    let mut slips = Vec::new();
-    for f in c
-        .get("flows")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let id = u(f, "flow") as u32;
-        let name = flow_names
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| format!("flow {id}"));
-        slips.push((name, u(f, "slipped")));
-    }
-    let dropped = sum("tx_dropped")
-        + ["malformed", "no_route", "no_neighbour", "ttl_expired"]
-            .iter()
-            .map(|k| u(&c, k))
-            .sum::<u64>();
+    let wakeup = doc
+        .get("wakeup")
+        .filter(|w| !w.is_null())
+        .and_then(|w| serde_json::from_value::<Summary>(w.clone()).ok());
+    router_report(name, &c, wakeup, flow_names)
+}
+
+/// A router's counters → its part of the report.
+pub fn router_report(
+    name: &str,
+    c: &NodeCounters,
+    wakeup: Option<Summary>,
+    flow_names: &BTreeMap<u32, String>,
+) -> HopReport {
+    let sum = |f: fn(&PortCounters) -> u64| c.ports.iter().map(f).sum::<u64>();
+    let slips = c
+        .flows
+        .iter()
+        .map(|f| {
+            let name = flow_names
+                .get(&f.flow)
+                .cloned()
+                .unwrap_or_else(|| format!("flow {}", f.flow));
+            (name, f.slipped)
+        })
+        .collect();
+    let dropped = sum(|p| p.tx_dropped) + c.malformed + c.no_route + c.no_neighbour + c.ttl_expired;
     HopReport {
         node: name.to_string(),
         slips_per_flow: slips,
-        forwarded: sum("tx_packets").saturating_sub(sum("tx_padding")),
+        forwarded: sum(|p| p.tx_packets).saturating_sub(sum(|p| p.tx_padding)),
         dropped,
-        padding_sent: u(&c, "padding_sent"),
-        best_effort_forwarded: u(&c, "best_effort_forwarded"),
-        wakeup: doc
-            .get("wakeup")
-            .filter(|w| !w.is_null())
-            .and_then(|w| serde_json::from_value::<Summary>(w.clone()).ok()),
+        padding_sent: c.padding_sent,
+        best_effort_forwarded: c.best_effort_forwarded,
+        wakeup,
     }
 }
 
 /// Slips of each flow summed over the routers' documents.
 pub fn slips_by_flow(router_docs: &[(String, Value)]) -> BTreeMap<u32, u64> {
+    let counters: Vec<NodeCounters> = router_docs
+        .iter()
+        .filter_map(|(_, d)| serde_json::from_value(d.get("counters")?.clone()).ok())
+        .collect();
+    slips_of(counters.iter())
+}
+
+/// Slips of each flow summed over routers' counters.
+pub fn slips_of<'a>(routers: impl Iterator<Item = &'a NodeCounters>) -> BTreeMap<u32, u64> {
     let mut out = BTreeMap::new();
-    for (_, d) in router_docs {
-        let flows = d
-            .get("counters")
-            .and_then(|c| c.get("flows"))
-            .and_then(Value::as_array);
-        for f in flows.into_iter().flatten() {
-            *out.entry(u(f, "flow") as u32).or_insert(0) += u(f, "slipped");
+    for c in routers {
+        for f in &c.flows {
+            *out.entry(f.flow).or_insert(0) += f.slipped;
         }
     }
     out
@@ -581,7 +668,7 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
             None => warnings.push(format!("{}: no result file {}", n.name, path.display())),
         }
     }
-    let ids: HashMap<u32, String> = plan.nodes.iter().map(|n| (n.id, n.name.clone())).collect();
+    let ids = node_ids(plan);
     let flow_names: BTreeMap<u32, String> =
         plan.flows.iter().map(|f| (f.id, f.name.clone())).collect();
     let routers: Vec<(String, Value)> = plan
@@ -628,28 +715,7 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
     }
 
     let tf_ns = plan.run.tf.as_nanos();
-    let kernel = plan.run.mode == super::scenario::RunMode::Kernel;
-    let inputs: Vec<FlowInput<'_>> = plan
-        .flows
-        .iter()
-        .map(|f| FlowInput {
-            id: f.id,
-            name: &f.name,
-            path: &f.path,
-            sent: sent.get(&f.id).copied(),
-            slips: slips.get(&f.id).copied().unwrap_or(0),
-            expect_hops: if kernel {
-                Vec::new()
-            } else {
-                f.path
-                    .iter()
-                    .skip(1)
-                    .take(f.path.len().saturating_sub(2))
-                    .filter_map(|n| plan.node(n).map(|p| p.id))
-                    .collect()
-            },
-        })
-        .collect();
+    let inputs = flow_inputs(plan, &sent, &slips);
     // every receiver's file once, for all its flows
     let mut measured: BTreeMap<u32, FlowMeasure> = BTreeMap::new();
     for n in plan.nodes.iter().filter(|n| n.role == Role::Receiver) {
@@ -669,50 +735,107 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
             measured.insert(f.id, m);
         }
     }
-    let mut flows = Vec::new();
-    let mut lines = Vec::new();
-    for input in &inputs {
-        let Some(m) = measured.get(&input.id) else {
-            continue;
-        };
-        let report = m.report(input);
-        let s = &report.latency;
-        lines.push(FlowLine {
-            flow: input.name.to_string(),
-            sent: report.sent,
-            received: report.received,
-            lost: report.lost,
-            slips: report.slips,
-            min_ns: s.min_ns,
-            p50_ns: s.percentile("50"),
-            p99_ns: s.percentile("99"),
-            p999_ns: s.percentile("99.9"),
-            max_ns: s.max_ns,
-            jitter_ns: s.jitter_ns,
-            over_tf: (s.count > 0).then(|| m.over_tf as f64 / s.count as f64),
-            hops: m
-                .hop_nodes
-                .iter()
-                .map(|i| ids.get(i).cloned().unwrap_or_else(|| format!("node {i}")))
-                .collect(),
-            off_path: m.off_path,
-            duplicates: m.duplicates,
-        });
-        flows.push(report);
-    }
     let hops = routers
         .iter()
         .map(|(name, d)| hop_report(name, d, &flow_names))
         .collect();
+    assemble(plan, &inputs, &measured, hops, warnings)
+}
+
+/// Node ids to names (hop records carry ids).
+pub fn node_ids(plan: &Plan) -> HashMap<u32, String> {
+    plan.nodes.iter().map(|n| (n.id, n.name.clone())).collect()
+}
+
+/// What the results need to know of each planned flow: packets sent and slips
+/// (from the nodes), the routers its hop records should name.
+pub fn flow_inputs<'a>(
+    plan: &'a Plan,
+    sent: &BTreeMap<u32, u64>,
+    slips: &BTreeMap<u32, u64>,
+) -> Vec<FlowInput<'a>> {
+    let kernel = plan.run.mode == super::scenario::RunMode::Kernel;
+    plan.flows
+        .iter()
+        .map(|f| FlowInput {
+            id: f.id,
+            name: &f.name,
+            path: &f.path,
+            sent: sent.get(&f.id).copied(),
+            slips: slips.get(&f.id).copied().unwrap_or(0),
+            expect_hops: if kernel {
+                Vec::new()
+            } else {
+                f.path
+                    .iter()
+                    .skip(1)
+                    .take(f.path.len().saturating_sub(2))
+                    .filter_map(|n| plan.node(n).map(|p| p.id))
+                    .collect()
+            },
+        })
+        .collect()
+}
+
+/// The run's report and table lines from the measured flows and the routers'
+/// reports.
+pub fn assemble(
+    plan: &Plan,
+    inputs: &[FlowInput<'_>],
+    measured: &BTreeMap<u32, FlowMeasure>,
+    hops: Vec<HopReport>,
+    warnings: Vec<String>,
+) -> Collected {
+    let ids = node_ids(plan);
+    let mut flows = Vec::new();
+    let mut lines = Vec::new();
+    for input in inputs {
+        let Some(m) = measured.get(&input.id) else {
+            continue;
+        };
+        let report = m.report(input);
+        lines.push(flow_line(input, m, &report, &ids));
+        flows.push(report);
+    }
     Collected {
         report: RunReport {
             label: plan.run.label.clone(),
-            tf_ns: Some(tf_ns),
+            tf_ns: Some(plan.run.tf.as_nanos()),
             flows,
             hops,
         },
         lines,
         warnings,
+    }
+}
+
+fn flow_line(
+    input: &FlowInput<'_>,
+    m: &FlowMeasure,
+    report: &FlowReport,
+    ids: &HashMap<u32, String>,
+) -> FlowLine {
+    let s = &report.latency;
+    FlowLine {
+        flow: input.name.to_string(),
+        sent: report.sent,
+        received: report.received,
+        lost: report.lost,
+        slips: report.slips,
+        min_ns: s.min_ns,
+        p50_ns: s.percentile("50"),
+        p99_ns: s.percentile("99"),
+        p999_ns: s.percentile("99.9"),
+        max_ns: s.max_ns,
+        jitter_ns: s.jitter_ns,
+        over_tf: (s.count > 0).then(|| m.over_tf as f64 / s.count as f64),
+        hops: m
+            .hop_nodes
+            .iter()
+            .map(|i| ids.get(i).cloned().unwrap_or_else(|| format!("node {i}")))
+            .collect(),
+        off_path: m.off_path,
+        duplicates: m.duplicates,
     }
 }
 
