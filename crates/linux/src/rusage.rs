@@ -70,6 +70,17 @@ pub fn cpu_time(who: Who) -> Result<CpuTime, RusageError> {
     })
 }
 
+/// The most memory this process has held resident so far (`ru_maxrss`), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the duration of the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return None;
+    }
+    u64::try_from(ru.ru_maxrss).ok().map(|kib| kib * 1024)
+}
+
 /// The whole machine's CPU time by kind, summed over all CPUs (`/proc/stat`, line
 /// `cpu`), in nanoseconds. The kernel samples it at its tick (tick accounting) or
 /// measures it (`CONFIG_IRQ_TIME_ACCOUNTING` for irq and softirq): on a tick-accounted

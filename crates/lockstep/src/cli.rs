@@ -103,6 +103,17 @@ pub fn parse_duration_positive(s: &str) -> Result<Duration, String> {
     }
 }
 
+pub fn parse_duration_nonneg(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_negative() {
+        Err(format!(
+            "expected a duration of 0 or more like 5us, got \"{s}\""
+        ))
+    } else {
+        Ok(d)
+    }
+}
+
 /// A path, or the empty string `--samples` gets without a value (clap's own path
 /// parser refuses empty values, which would make the bare flag an error).
 pub fn parse_path_or_empty(s: &str) -> Result<PathBuf, String> {

@@ -27,6 +27,11 @@ pub enum Command {
     /// Build a test network in namespaces, run a scenario, collect results and a report.
     #[command(subcommand)]
     Lab(crate::lab::LabCmd),
+    /// The lab's scenarios in virtual time: the same routers, senders and receivers
+    /// driven by a simulated clock over modelled links and hosts (`run`), and a
+    /// generator of large networks (`gen`).
+    #[command(subcommand)]
+    Sim(crate::sim::SimCmd),
     /// Run the mesh4 scenario (baldi2006: FIFO vs TDP on a loaded 100 Mb/s mesh) and print
     /// where the report is.
     Demo(crate::lab::DemoArgs),

@@ -12,6 +12,7 @@ mod lab;
 mod node;
 mod probe;
 mod report;
+mod sim;
 
 use std::process::ExitCode;
 
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         commands::Command::Probe(cmd) => probe::run(cmd),
         commands::Command::Node(args) => node::run(args),
         commands::Command::Lab(cmd) => lab::run(cmd),
+        commands::Command::Sim(cmd) => sim::run(cmd),
         commands::Command::Demo(args) => lab::demo(args),
         commands::Command::Export(args) => export::run(args),
         commands::Command::Calc(args) => calc::run(args),

@@ -166,6 +166,16 @@ impl Engine {
         }
     }
 
+    /// Ends the traffic: senders and load sources send nothing more (what is in
+    /// flight still arrives).
+    pub fn stop_sources(&mut self) {
+        for n in &mut self.nodes {
+            if let Kind::Host(h) = &mut n.kind {
+                h.stopped = true;
+            }
+        }
+    }
+
     pub fn now(&self) -> i64 {
         self.now
     }

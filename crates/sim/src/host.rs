@@ -53,11 +53,16 @@ pub struct Host {
     pub sinks: Vec<(u16, u64)>,
     /// Frames for this host that nothing listened for.
     pub foreign: u64,
+    /// The traffic has ended: no more sending.
+    pub stopped: bool,
 }
 
 impl Host {
     /// The next instant the host wants to run (its clock).
     pub fn poll_timeout(&self) -> Option<i64> {
+        if self.stopped {
+            return None;
+        }
         let s = self.sender.as_ref().and_then(|(s, _)| s.poll_timeout());
         let c = self.sources.iter().map(|c| c.next_ns).min();
         match (s, c) {
@@ -87,7 +92,9 @@ impl Host {
 
     /// Everything due at `now`, framed, in the order it is sent.
     pub fn handle_timeout(&mut self, now: i64, out: &mut Vec<PacketBuf>) {
-        let Some(iface) = self.iface else { return };
+        let Some(iface) = self.iface.filter(|_| !self.stopped) else {
+            return;
+        };
         if let Some((s, flows)) = self.sender.as_mut() {
             if s.poll_timeout().is_some_and(|t| t <= now) {
                 s.handle_timeout(now);

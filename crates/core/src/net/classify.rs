@@ -6,6 +6,7 @@
 //! A linear scan without allocation: an edge carries a handful of flows, and a scan
 //! over a few rules is cheaper than any index would be.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 
@@ -122,6 +123,19 @@ fn matches_prefix(prefix: Option<Prefix>, ip: Ipv4Addr) -> bool {
 }
 
 impl Rule {
+    /// The one 5-tuple this rule matches, when it matches exactly one.
+    fn exact_tuple(&self) -> Option<FiveTuple> {
+        let host = |p: Option<Prefix>| p.filter(|p| p.len == 32).map(|p| p.addr);
+        let single = |r: Option<(u16, u16)>| r.filter(|(a, b)| a == b).map(|(a, _)| a);
+        Some(FiveTuple {
+            src: host(self.src)?,
+            dst: host(self.dst)?,
+            proto: self.proto?,
+            src_port: single(self.src_ports)?,
+            dst_port: single(self.dst_ports)?,
+        })
+    }
+
     /// A rule that matches everything and puts it in `flow`.
     pub const fn any(flow: u32) -> Rule {
         Rule {
@@ -210,17 +224,38 @@ fn port_range<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<(u16,
     deserializer.deserialize_any(RangeVisitor).map(Some)
 }
 
-/// An ordered rule list; the first matching rule gives the flow.
+/// An ordered rule list; the first matching rule gives the flow. Rules that match
+/// exactly one 5-tuple (host addresses, a protocol, single ports — what the lab's
+/// planner writes) are also kept in a hash map, so a router with many flows finds
+/// one in constant time; the others are scanned in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Classifier {
     rules: Vec<Rule>,
+    /// Exact rules: tuple → index of the first such rule.
+    exact: HashMap<FiveTuple, usize>,
+    /// Indices of the rules that are not exact, in order.
+    others: Vec<usize>,
 }
 
 impl Classifier {
     /// Take the rules as they are (an invalid rule simply never matches what it
     /// cannot express; [`Classifier::try_new`] refuses it instead).
     pub fn new(rules: Vec<Rule>) -> Classifier {
-        Classifier { rules }
+        let mut exact = HashMap::new();
+        let mut others = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            match r.exact_tuple() {
+                Some(t) => {
+                    exact.entry(t).or_insert(i);
+                }
+                None => others.push(i),
+            }
+        }
+        Classifier {
+            rules,
+            exact,
+            others,
+        }
     }
 
     /// Like [`Classifier::new`], after [`Rule::validate`] on every rule.
@@ -232,12 +267,19 @@ impl Classifier {
                 source: Box::new(source),
             })?;
         }
-        Ok(Classifier { rules })
+        Ok(Classifier::new(rules))
     }
 
     /// The flow of the first rule that matches, if any.
     pub fn classify(&self, tuple: &FiveTuple) -> Option<u32> {
-        self.rules.iter().find(|r| r.matches(tuple)).map(|r| r.flow)
+        let hit = self.exact.get(tuple).copied();
+        let limit = hit.unwrap_or(usize::MAX);
+        self.others
+            .iter()
+            .take_while(|&&i| i < limit)
+            .find(|&&i| self.rules[i].matches(tuple))
+            .or(hit.as_ref())
+            .map(|&i| self.rules[i].flow)
     }
 
     pub fn rules(&self) -> &[Rule] {
@@ -250,6 +292,38 @@ mod tests {
     use super::*;
     use crate::wire::ipv4::{Ipv4Repr, PROTO_ICMP};
     use proptest::prelude::*;
+
+    #[test]
+    fn exact_rules_keep_first_match_order() {
+        let exact = |flow, sp| Rule {
+            src: prefix("10.0.0.1/32"),
+            dst: prefix("10.0.0.2/32"),
+            proto: Some(PROTO_UDP),
+            src_ports: Some((sp, sp)),
+            dst_ports: Some((5000, 5000)),
+            flow,
+        };
+        let wide = Rule {
+            src: prefix("10.0.0.0/24"),
+            dst: None,
+            proto: None,
+            src_ports: None,
+            dst_ports: None,
+            flow: 9,
+        };
+        let t = tuple([10, 0, 0, 1], [10, 0, 0, 2], PROTO_UDP, 6000, 5000);
+        // the exact rule comes first: it wins; behind a wider rule it loses
+        let c = Classifier::new(vec![exact(1, 6000), wide.clone(), exact(2, 6000)]);
+        assert_eq!(c.classify(&t), Some(1));
+        let c = Classifier::new(vec![wide, exact(1, 6000)]);
+        assert_eq!(c.classify(&t), Some(9));
+        let c = Classifier::new(vec![exact(1, 6001), exact(3, 6000)]);
+        assert_eq!(c.classify(&t), Some(3));
+        assert_eq!(
+            c.classify(&tuple([10, 0, 0, 1], [10, 0, 0, 3], PROTO_UDP, 6000, 5000)),
+            None
+        );
+    }
 
     fn tuple(src: [u8; 4], dst: [u8; 4], proto: u8, sp: u16, dp: u16) -> FiveTuple {
         FiveTuple {

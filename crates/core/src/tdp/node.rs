@@ -642,6 +642,9 @@ impl Node {
     fn assign_frame(&mut self, fi: usize, c: i64) -> Option<i64> {
         let k = i64::from(self.k);
         let flow = &mut self.flows[fi];
+        if flow.used.is_empty() {
+            flow.used = vec![(i64::MIN, 0); self.k as usize + 1];
+        }
         let first = c.checked_add(1)?;
         let start = first.rem_euclid(k) as u32;
         let from = flow.slots.partition_point(|&(s, _)| s < start);
@@ -1289,7 +1292,8 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
             police: f.police,
             max_size,
             slots: per_slot.into_iter().collect(),
-            used: vec![(i64::MIN, 0); k as usize + 1],
+            // frame bookings, made on the first packet an edge assigns a frame
+            used: Vec::new(),
         });
     }
     for (i, s) in schedules.iter().enumerate() {

@@ -1,0 +1,292 @@
+//! `lockstep sim gen`: an ordinary scenario file of a generated network — a ring, a
+//! square grid or a k-ary fat-tree of routers — with `F` reserved flows between
+//! random routers (each with a sender and a receiver host of its own), routed on
+//! shortest paths, at a rate that loads the busiest link to the given fraction.
+//! Seeded: the same arguments write the same file.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use lockstep_core::Duration;
+use lockstep_sim::rng::Rng;
+
+use crate::cli::parse_duration_positive;
+use crate::UsageError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Topology {
+    Ring,
+    Grid,
+    FatTree,
+}
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// ring, grid (the largest square of at most N routers) or fat-tree (the largest
+    /// k-ary fat-tree of at most N routers: 5k²/4 switches).
+    #[arg(long, value_enum)]
+    pub topology: Topology,
+    /// Routers (at most).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=200_000))]
+    pub routers: u32,
+    /// Reserved flows, each between two random routers.
+    #[arg(long, value_name = "F", value_parser = clap::value_parser!(u32).range(1..=200_000))]
+    pub flows: u32,
+    /// Share of the busiest link's capacity the flows reserve, in (0, 1].
+    #[arg(long, value_name = "X", default_value_t = 0.5, value_parser = parse_load)]
+    pub load: f64,
+    /// Link rate in Mbit/s.
+    #[arg(long, value_name = "MBIT", default_value_t = 100)]
+    pub mbit: u32,
+    /// IP packet size of every flow, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 500)]
+    pub size: u32,
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive)]
+    pub tf: Duration,
+    /// Frames per cycle.
+    #[arg(long, default_value_t = 100)]
+    pub k: u32,
+    /// Forwarding delay per router, frames.
+    #[arg(long, default_value_t = 2)]
+    pub d: u32,
+    /// Simulated traffic time written into the scenario.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration_positive)]
+    pub duration: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where to write the scenario.
+    #[arg(long, short = 'o', value_name = "FILE.toml")]
+    pub output: PathBuf,
+}
+
+fn parse_load(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!(
+            "expected a share of the link in (0, 1], got \"{s}\""
+        )),
+    }
+}
+
+/// Routers and their links (each once, `a < b`).
+struct Graph {
+    n: usize,
+    links: Vec<(u32, u32)>,
+    adj: Vec<Vec<u32>>,
+}
+
+impl Graph {
+    fn new(n: usize, links: Vec<(u32, u32)>) -> Graph {
+        let mut adj = vec![Vec::new(); n];
+        for &(a, b) in &links {
+            adj[a as usize].push(b);
+            adj[b as usize].push(a);
+        }
+        Graph { n, links, adj }
+    }
+
+    /// A shortest path from `a` to `b` (routers), by breadth-first search.
+    fn path(&self, a: u32, b: u32, prev: &mut Vec<u32>) -> Vec<u32> {
+        prev.clear();
+        prev.resize(self.n, u32::MAX);
+        prev[a as usize] = a;
+        let mut q = VecDeque::from([a]);
+        while let Some(u) = q.pop_front() {
+            if u == b {
+                break;
+            }
+            for &v in &self.adj[u as usize] {
+                if prev[v as usize] == u32::MAX {
+                    prev[v as usize] = u;
+                    q.push_back(v);
+                }
+            }
+        }
+        let mut p = vec![b];
+        while let Some(&last) = p.last() {
+            if last == a || prev[last as usize] == u32::MAX {
+                break;
+            }
+            p.push(prev[last as usize]);
+        }
+        p.reverse();
+        p
+    }
+}
+
+fn ring(n: u32) -> Graph {
+    let links = (0..n)
+        .map(|i| (i, (i + 1) % n))
+        .filter(|(a, b)| a != b)
+        .collect();
+    Graph::new(n as usize, links)
+}
+
+fn grid(n: u32) -> Graph {
+    let side = (f64::from(n).sqrt() as u32).max(2);
+    let id = |r: u32, c: u32| r * side + c;
+    let mut links = Vec::new();
+    for r in 0..side {
+        for c in 0..side {
+            if c + 1 < side {
+                links.push((id(r, c), id(r, c + 1)));
+            }
+            if r + 1 < side {
+                links.push((id(r, c), id(r + 1, c)));
+            }
+        }
+    }
+    Graph::new((side * side) as usize, links)
+}
+
+/// A k-ary fat-tree: k pods of k/2 edge and k/2 aggregation switches, (k/2)² cores.
+fn fat_tree(n: u32) -> Graph {
+    let mut k = 2u32;
+    while 5 * (k + 2) * (k + 2) / 4 <= n {
+        k += 2;
+    }
+    let h = k / 2;
+    let cores = h * h;
+    let agg = |pod: u32, i: u32| cores + pod * k + i;
+    let edge = |pod: u32, i: u32| cores + pod * k + h + i;
+    let mut links = Vec::new();
+    for pod in 0..k {
+        for a in 0..h {
+            for e in 0..h {
+                links.push((agg(pod, a), edge(pod, e)));
+            }
+            for c in 0..h {
+                links.push((a * h + c, agg(pod, a)));
+            }
+        }
+    }
+    Graph::new((cores + k * k) as usize, links)
+}
+
+pub fn run(args: GenArgs) -> Result<()> {
+    let g = match args.topology {
+        Topology::Ring => ring(args.routers),
+        Topology::Grid => grid(args.routers),
+        Topology::FatTree => fat_tree(args.routers),
+    };
+    let text = scenario(&g, &args)?;
+    std::fs::write(&args.output, text)
+        .with_context(|| format!("--output: cannot write {}", args.output.display()))?;
+    eprintln!(
+        "{}: {} routers, {} links, {} flows",
+        args.output.display(),
+        g.n,
+        g.links.len(),
+        args.flows
+    );
+    Ok(())
+}
+
+/// The flows' router paths.
+fn flows(g: &Graph, count: u32, seed: u64) -> Vec<Vec<u32>> {
+    let mut rng = Rng::new(seed);
+    let mut prev = Vec::new();
+    (0..count)
+        .map(|_| {
+            let a = rng.below(g.n as u64) as u32;
+            let mut b = rng.below(g.n as u64 - 1) as u32;
+            if b >= a {
+                b += 1;
+            }
+            g.path(a, b, &mut prev)
+        })
+        .collect()
+}
+
+/// Flows on the busiest link direction.
+fn busiest(paths: &[Vec<u32>]) -> usize {
+    let mut count = std::collections::HashMap::<(u32, u32), usize>::new();
+    for p in paths {
+        for w in p.windows(2) {
+            *count.entry((w[0], w[1])).or_default() += 1;
+        }
+    }
+    count.values().copied().max().unwrap_or(1)
+}
+
+fn scenario(g: &Graph, a: &GenArgs) -> Result<String> {
+    if a.size < 348 || a.size > 1500 {
+        return Err(UsageError(format!(
+            "--size: {} bytes: expected 348 to 1500 (a probe with room for 8 hop records, within the MTU)",
+            a.size
+        ))
+        .into());
+    }
+    let paths = flows(g, a.flows, a.seed);
+    let share = a.load / busiest(&paths) as f64;
+    let rate_kbit = (share * f64::from(a.mbit) * 1000.0).floor().max(1.0) as u64;
+    let mut s = String::new();
+    let name = format!("gen-{:?}-{}", a.topology, g.n).to_lowercase();
+    let _ = writeln!(s, "# Generated by `lockstep sim gen` (seed {}): {:?}, {} routers, {} links, {} flows of {rate_kbit} kbit/s\n# loading the busiest link to {}.", a.seed, a.topology, g.n, g.links.len(), a.flows, a.load);
+    let _ = writeln!(s, "\n[scenario]\nname = \"{name}\"\ndescription = \"generated {:?} network: {} routers, {} flows\"", a.topology, g.n, a.flows);
+    let _ = writeln!(s, "tf = \"{}\"\nk = {}\nd = {}\nmodes = [\"fifo\", \"tdp\"]\nduration = \"{}\"\npadding = false\nrouting = \"flows\"", a.tf, a.k, a.d, a.duration);
+    let mut first = vec![false; g.n];
+    for p in &paths {
+        first[p[0] as usize] = true;
+    }
+    for (i, f) in first.iter().enumerate() {
+        let role = if *f { "edge" } else { "core" };
+        let _ = writeln!(s, "\n[[node]]\nname = \"r{i}\"\nrole = \"{role}\"");
+    }
+    for i in 0..paths.len() {
+        let _ = writeln!(s, "\n[[node]]\nname = \"s{i}\"\nrole = \"sender\"\n\n[[node]]\nname = \"d{i}\"\nrole = \"receiver\"");
+    }
+    let link = |s: &mut String, a: &str, b: &str, mbit: u32| {
+        let _ = writeln!(
+            s,
+            "\n[[link]]\nbetween = [\"{a}\", \"{b}\"]\nrate = \"{mbit}Mbit/s\""
+        );
+    };
+    for &(x, y) in &g.links {
+        link(&mut s, &format!("r{x}"), &format!("r{y}"), a.mbit);
+    }
+    for (i, p) in paths.iter().enumerate() {
+        link(&mut s, &format!("s{i}"), &format!("r{}", p[0]), a.mbit);
+        link(
+            &mut s,
+            &format!("r{}", p[p.len() - 1]),
+            &format!("d{i}"),
+            a.mbit,
+        );
+    }
+    for (i, p) in paths.iter().enumerate() {
+        let hops: Vec<String> = p.iter().map(|r| format!("\"r{r}\"")).collect();
+        let _ = writeln!(
+            s,
+            "\n[[flow]]\nname = \"f{i}\"\npath = [\"s{i}\", {}, \"d{i}\"]\nsize = \"{}B\"\npackets = 1\nrate = \"{rate_kbit}kbit/s\"",
+            hops.join(", "),
+            a.size
+        );
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topologies_have_the_expected_shape() {
+        let r = ring(5);
+        assert_eq!(r.links.len(), 5);
+        let mut prev = Vec::new();
+        assert_eq!(r.path(0, 3, &mut prev), vec![0, 4, 3]);
+        let g = grid(10);
+        assert_eq!((g.n, g.links.len()), (9, 12));
+        assert_eq!(g.path(0, 8, &mut prev).len(), 5);
+        let f = fat_tree(20);
+        // k = 4: 4 cores, 8 aggregation, 8 edge; 16 + 16 links
+        assert_eq!((f.n, f.links.len()), (20, 32));
+        let paths = flows(&g, 50, 3);
+        assert!(paths.iter().all(|p| p.len() >= 2 && p[0] != p[p.len() - 1]));
+        assert_eq!(paths, flows(&g, 50, 3));
+    }
+}

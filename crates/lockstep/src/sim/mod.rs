@@ -1,0 +1,85 @@
+//! `lockstep sim`: the lab's scenarios in virtual time.
+//!
+//! - [`run`]: `sim run SCENARIO.toml` — the same scenario files as `lab run`, planned
+//!   the same way, driven by the simulator (`lockstep-sim`) instead of namespaces; the
+//!   same result document and report, labelled "simulated".
+//! - [`gen`]: `sim gen` — writes a scenario of a generated network (ring, grid,
+//!   fat-tree) to a file.
+//! - [`paper`]: the figures of the papers a scenario reproduces, shown next to ours.
+
+pub mod gen;
+pub mod hostfile;
+pub mod paper;
+pub mod run;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use lockstep_core::Duration;
+
+use crate::cli::parse_duration_positive;
+use crate::lab::OverrideArgs;
+
+#[derive(Subcommand, Debug)]
+pub enum SimCmd {
+    /// Simulate a scenario (the same files as `lab run`): FIFO and TDP runs in virtual
+    /// time, per-flow latency and jitter, report.html; no root needed.
+    Run(SimRunArgs),
+    /// Write a scenario of a generated network (ring, grid or fat-tree of routers with
+    /// reserved flows) to a file.
+    Gen(gen::GenArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SimRunArgs {
+    /// The scenario file (see scenarios/).
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: PathBuf,
+    /// Simulated traffic time of each run (default: the scenario's).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    pub duration: Option<Duration>,
+    /// Seed of every random draw (host models): the same seed gives the same results.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How late each node acts: `ideal`, `fixed:50us`, or a `lockstep probe timer
+    /// --json` result file (its wake-up histogram).
+    #[arg(long, value_name = "MODEL", default_value = "ideal")]
+    pub host: String,
+    /// Time a node takes per packet it handles.
+    #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
+    pub processing: Duration,
+    /// Propagation delay of every link.
+    #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
+    pub propagation: Duration,
+    /// Bytes a frame costs on the wire: `ethernet` (IP + 38: header, FCS, preamble,
+    /// gap — a real port) or `tbf` (IP + 14: what tc tbf counts on the lab's veths).
+    #[arg(long, value_name = "KIND", default_value = "ethernet", value_parser = parse_framing)]
+    pub framing: lockstep_sim::Framing,
+    /// Result directory (default: sim-results/<scenario>-<time>).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Print the result document on stdout (tables go to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+fn parse_framing(s: &str) -> Result<lockstep_sim::Framing, String> {
+    match s {
+        "ethernet" => Ok(lockstep_sim::Framing::Ethernet),
+        "tbf" => Ok(lockstep_sim::Framing::Tbf),
+        _ => Err(format!("expected ethernet or tbf, got \"{s}\"")),
+    }
+}
+
+pub fn run(cmd: SimCmd) -> Result<()> {
+    match cmd {
+        SimCmd::Run(args) => run::run(args),
+        SimCmd::Gen(args) => gen::run(args),
+    }
+}

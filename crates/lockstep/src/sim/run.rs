@@ -1,0 +1,394 @@
+//! `lockstep sim run`: plan each run of a scenario as the lab does, simulate it,
+//! measure the receivers' deliveries with the lab's own results pipeline, and write
+//! the same result document and report, labelled "simulated".
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use lockstep_core::{ClockId, Duration};
+use lockstep_plan::plan::{plan, Plan};
+use lockstep_plan::scenario::{RunMode, RunSpec, Scenario};
+use lockstep_sim::{Engine, EngineStats, Kind, SimOptions};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::{hostfile, paper, SimRunArgs};
+use crate::lab::results::{
+    assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter, TxJoin,
+};
+use crate::lab::{method, rtservice, shaped, tables};
+use crate::report::html::LabReport;
+use crate::report::{finish_lab_run, ResultDoc};
+use crate::UsageError;
+
+/// Simulated time after the traffic ends for what is in flight to arrive.
+const DRAIN_NS: i64 = 1_000_000_000;
+/// Simulated time per step of the loop (progress is checked between steps).
+const STEP_NS: i64 = 50_000_000;
+
+/// One simulated run.
+pub struct SimOutcome {
+    pub run: RunSpec,
+    pub collected: Collected,
+    pub stats: EngineStats,
+    pub wall_ns: i64,
+    pub loads: Vec<LoadLine>,
+}
+
+/// What a best-effort load did.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadLine {
+    pub load: String,
+    pub sent: u64,
+    pub received: u64,
+}
+
+/// What `sim run` refuses, by the file's kind.
+fn check_kind(path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
+    let why = if method::is_jitter(&text) {
+        Some("a jitter-source scenario measures this host's scheduler, interrupts and NICs, which a simulator does not have")
+    } else if rtservice::is_rt_service(&text) {
+        Some("an rt-service scenario measures a real server's response time under this host's load, which a simulator does not have")
+    } else if shaped::is_shaped(&text) {
+        Some("the shaped-switch scenario (a Linux bridge with tc shapers) has no simulated counterpart yet")
+    } else {
+        None
+    };
+    match why {
+        Some(w) => Err(UsageError(format!(
+            "{}: kind: {w}; run it with `lockstep lab run` (the simulator takes the tdp kind: routers, senders, receivers and loads)",
+            path.display()
+        ))
+        .into()),
+        None => Ok(()),
+    }
+}
+
+fn options(args: &SimRunArgs) -> Result<SimOptions> {
+    Ok(SimOptions {
+        seed: args.seed,
+        host: hostfile::parse(&args.host)?,
+        processing_ns: args.processing.as_nanos(),
+        propagation_ns: args.propagation.as_nanos(),
+        framing: args.framing,
+        ..SimOptions::default()
+    })
+}
+
+pub fn run(args: SimRunArgs) -> Result<()> {
+    check_kind(&args.scenario)?;
+    let s = crate::lab::load(&args.scenario, &args.overrides)?;
+    if s.modes.contains(&RunMode::Kernel) {
+        return Err(UsageError(format!(
+            "{}: scenario.modes: \"kernel\" (Linux forwarding) runs only in the lab; simulate with --modes fifo,tdp",
+            args.scenario.display()
+        ))
+        .into());
+    }
+    let opts = options(&args)?;
+    let duration = args.duration.unwrap_or(s.duration);
+    let dir = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&s.name));
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("--output: cannot create {}", dir.display()))?;
+    let mut doc = ResultDoc::new("sim.run", config(&s, &args, &opts, duration));
+    crate::report::write_atomic(&dir.join("scenario.toml"), s.source.text.as_bytes())?;
+    let runs = s.runs();
+    let mut outcomes = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let p = plan(&s, run).map_err(|e| UsageError(e.to_string()))?;
+        let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
+        outcomes.push(simulate(&p, &opts, duration, &prefix, args.quiet)?);
+    }
+    finish(&s, &args, &opts, &mut doc, &dir, &outcomes)
+}
+
+fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration) -> Value {
+    json!({
+        "scenario": s.name,
+        "file": s.source.file,
+        "simulated": true,
+        "duration": duration.to_string(),
+        "tf": s.tfs.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        "k": s.k,
+        "modes": s.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "seed": opts.seed,
+        "host_model": opts.host.label(),
+        "processing": args.processing.to_string(),
+        "propagation": args.propagation.to_string(),
+        "framing": opts.framing.name(),
+        "framing_bytes": opts.framing.overhead(),
+    })
+}
+
+fn default_output(name: &str) -> PathBuf {
+    let secs = lockstep_linux::now(ClockId::Realtime).ns / 1_000_000_000;
+    PathBuf::from("sim-results").join(format!("{name}-{secs}"))
+}
+
+fn wall_ns() -> i64 {
+    lockstep_linux::now(ClockId::Monotonic).ns
+}
+
+/// Runs one planned run and measures it.
+pub fn simulate(
+    p: &Plan,
+    opts: &SimOptions,
+    duration: Duration,
+    prefix: &str,
+    quiet: bool,
+) -> Result<SimOutcome> {
+    let mut e = lockstep_sim::engine(p, opts).map_err(|e| UsageError(e.to_string()))?;
+    let ids = node_ids(p);
+    let tx = TxJoin::default();
+    let none = BTreeMap::new();
+    let inputs = flow_inputs(p, &none, &none);
+    let tf_ns = p.run.tf.as_nanos();
+    let mut meter = FlowsMeter::new(&inputs, tf_ns, duration.as_nanos(), &ids, &tx);
+    let started = wall_ns();
+    let end = opts.start_ns.saturating_add(duration.as_nanos());
+    let mut shown = started;
+    while e.now() < end {
+        let until = e.now().saturating_add(STEP_NS).min(end);
+        e.run_until(until, &mut |_, d| meter.add(d));
+        if !quiet && wall_ns() - shown >= 1_000_000_000 {
+            shown = wall_ns();
+            progress(prefix, &e, opts.start_ns, duration, shown - started);
+        }
+    }
+    let sent = sent_per_flow(&e);
+    e.stop_sources();
+    e.run_until(end.saturating_add(DRAIN_NS), &mut |_, d| meter.add(d));
+    let wall = wall_ns() - started;
+    let measured: BTreeMap<u32, _> = inputs.iter().map(|f| f.id).zip(meter.finish()).collect();
+    let routers: Vec<lockstep_core::tdp::NodeCounters> =
+        routers_named(&e).map(|(_, c)| c.clone()).collect();
+    let slips = crate::lab::results::slips_of(routers.iter());
+    let flow_names = p.flows.iter().map(|f| (f.id, f.name.clone())).collect();
+    let hops = routers_named(&e)
+        .map(|(n, c)| router_report(n, c, None, &flow_names))
+        .collect();
+    let final_inputs = flow_inputs(p, &sent, &slips);
+    let collected = assemble(p, &final_inputs, &measured, hops, Vec::new());
+    if !quiet {
+        progress(prefix, &e, opts.start_ns, duration, wall);
+    }
+    Ok(SimOutcome {
+        run: p.run.clone(),
+        collected,
+        stats: e.stats(),
+        wall_ns: wall,
+        loads: loads(p, &e),
+    })
+}
+
+fn progress(prefix: &str, e: &Engine, start: i64, duration: Duration, wall: i64) {
+    let done = Duration((e.now() - start).clamp(0, duration.as_nanos()));
+    let st = e.stats();
+    let secs = wall.max(1) as f64 / 1e9;
+    eprintln!(
+        "{prefix}{done} of {duration} simulated, wall {secs:.1}s, {:.2} M events/s, {:.2} M packet-hops/s",
+        st.events as f64 / secs / 1e6,
+        st.packet_hops as f64 / secs / 1e6,
+    );
+}
+
+fn routers_named(e: &Engine) -> impl Iterator<Item = (&str, &lockstep_core::tdp::NodeCounters)> {
+    e.nodes.iter().filter_map(|n| match &n.kind {
+        Kind::Router(r) => Some((n.name.as_str(), r.counters())),
+        Kind::Host(_) => None,
+    })
+}
+
+fn sent_per_flow(e: &Engine) -> BTreeMap<u32, u64> {
+    let mut out = BTreeMap::new();
+    for n in &e.nodes {
+        if let Kind::Host(h) = &n.kind {
+            if let Some((s, _)) = &h.sender {
+                out.extend(s.sent_per_flow());
+            }
+        }
+    }
+    out
+}
+
+fn loads(p: &Plan, e: &Engine) -> Vec<LoadLine> {
+    let mut out = Vec::new();
+    for l in &p.loads {
+        let host = |i: usize| match &e.nodes.get(i)?.kind {
+            Kind::Host(h) => Some(h),
+            Kind::Router(_) => None,
+        };
+        let sent = host(l.from)
+            .and_then(|h| h.sources.iter().find(|c| c.dst == l.dst))
+            .map_or(0, |c| c.sent);
+        let received = host(l.to)
+            .and_then(|h| h.sinks.iter().find(|(port, _)| *port == l.dst.port()))
+            .map_or(0, |(_, n)| *n);
+        out.push(LoadLine {
+            load: format!("{} → {}", p.nodes[l.from].name, p.nodes[l.to].name),
+            sent,
+            received,
+        });
+    }
+    out
+}
+
+fn finish(
+    s: &Scenario,
+    args: &SimRunArgs,
+    opts: &SimOptions,
+    doc: &mut ResultDoc,
+    dir: &Path,
+    outcomes: &[SimOutcome],
+) -> Result<()> {
+    let mut notes = vec![format!(
+        "simulated (virtual time): host model {}, processing {} per packet, framing {} ({} bytes per frame beyond the IP packet), seed {}",
+        opts.host.label(),
+        args.processing,
+        opts.framing.name(),
+        opts.framing.overhead(),
+        opts.seed
+    )];
+    if !s.description.is_empty() {
+        notes.push(s.description.clone());
+    }
+    for o in outcomes {
+        for l in &o.loads {
+            notes.push(format!(
+                "{}: load {}: sent {}, delivered {}",
+                o.run.label, l.load, l.sent, l.received
+            ));
+        }
+    }
+    let report = LabReport {
+        title: format!("lockstep sim: {} (simulated)", s.name),
+        scenario: s.name.clone(),
+        generated_at: doc.started_at.clone(),
+        command: doc.command.clone(),
+        host: serde_json::to_value(&doc.host).unwrap_or(Value::Null),
+        runs: outcomes
+            .iter()
+            .map(|o| o.collected.report.clone())
+            .collect(),
+        notes,
+    };
+    doc.insert("report", &report);
+    doc.insert("runs", outcomes.iter().map(run_json).collect::<Vec<_>>());
+    let perf: Vec<Value> = outcomes.iter().map(perf_json).collect();
+    // wall-clock figures stay out of `results`, which a seed fixes byte for byte
+    let mut v = serde_json::to_value(&*doc)?;
+    if let Value::Object(m) = &mut v {
+        m.insert(
+            "performance".into(),
+            json!({"runs": perf, "peak_rss_bytes": lockstep_linux::rusage::peak_rss_bytes()}),
+        );
+    }
+    let text = serde_json::to_string_pretty(&v)?;
+    let table = human(s, dir, outcomes);
+    finish_lab_run(dir, &text, &report, &table, args.json)
+}
+
+fn run_json(o: &SimOutcome) -> Value {
+    json!({
+        "label": o.run.label,
+        "mode": o.run.mode.name(),
+        "tf_ns": o.run.tf.as_nanos(),
+        "flows": o.collected.lines,
+        "loads": o.loads,
+        "events": o.stats.events,
+        "packet_hops": o.stats.packet_hops,
+        "link_drops": o.stats.link_drops,
+    })
+}
+
+fn perf_json(o: &SimOutcome) -> Value {
+    let secs = o.wall_ns.max(1) as f64 / 1e9;
+    json!({
+        "label": o.run.label,
+        "wall_ns": o.wall_ns,
+        "events": o.stats.events,
+        "packet_hops": o.stats.packet_hops,
+        "events_per_s": o.stats.events as f64 / secs,
+        "packet_hops_per_s": o.stats.packet_hops as f64 / secs,
+        "peak_events_queued": o.stats.peak_events,
+    })
+}
+
+fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome]) -> String {
+    let mut out = String::from("simulated (virtual time)\n");
+    for o in outcomes.iter().filter(|o| !o.collected.lines.is_empty()) {
+        out.push_str(&tables::run_table(&o.run, &o.collected.lines));
+        out.push('\n');
+    }
+    let pairs: Vec<(RunSpec, Vec<FlowLine>)> = outcomes
+        .iter()
+        .map(|o| (o.run.clone(), o.collected.lines.clone()))
+        .collect();
+    if let Some(t) = paper_table(&s.name, &pairs) {
+        out.push_str(&t);
+    } else if let Some(t) = tables::comparison_table(&pairs) {
+        out.push_str(&t);
+        out.push('\n');
+    }
+    for o in outcomes {
+        let secs = o.wall_ns.max(1) as f64 / 1e9;
+        out.push_str(&format!(
+            "{}: {} events, {} packet-hops in {secs:.2}s wall ({:.2} M events/s, {:.2} M packet-hops/s)\n",
+            o.run.label,
+            o.stats.events,
+            o.stats.packet_hops,
+            o.stats.events as f64 / secs / 1e6,
+            o.stats.packet_hops as f64 / secs / 1e6,
+        ));
+    }
+    out.push_str(&format!(
+        "results: {}\nreport:  {}\n",
+        dir.display(),
+        dir.join("report.html").display()
+    ));
+    out
+}
+
+/// FIFO and TDP jitter per flow next to the paper's, when the scenario reproduces
+/// a published table.
+fn paper_table(name: &str, runs: &[(RunSpec, Vec<FlowLine>)]) -> Option<String> {
+    let (caption, table) = paper::table_for(name)?;
+    let jitter = |mode: RunMode, flow: &str| {
+        runs.iter()
+            .find(|(r, _)| r.mode == mode)
+            .and_then(|(_, l)| l.iter().find(|l| l.flow == flow))
+            .and_then(|l| l.jitter_ns.map(|j| (j, l.lost)))
+    };
+    let ms = |ns: i64| format!("{:.3}ms", ns as f64 / 1e6);
+    let mut out = format!(
+        "End-to-end delay jitter (max − min) per flow, simulated next to {caption}:\n{:<8}{:>11}{:>11}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+        "flow", "paper FIFO", "paper TDP", "sim FIFO", "sim TDP", "FIFO/TDP", "FIFO lost", "TDP lost"
+    );
+    for &(flow, _, _) in table {
+        let (pf, pt) = paper::figures(table, flow)?;
+        let f = jitter(RunMode::Fifo, flow);
+        let t = jitter(RunMode::Tdp, flow);
+        let cell = |v: Option<(i64, u64)>| v.map_or("-".to_string(), |(j, _)| ms(j));
+        let lost = |v: Option<(i64, u64)>| v.map_or("-".to_string(), |(_, l)| l.to_string());
+        let ratio = match (f, t) {
+            (Some((a, _)), Some((b, _))) if b > 0 => format!("{:.1}x", a as f64 / b as f64),
+            _ => "-".into(),
+        };
+        out.push_str(&format!(
+            "{flow:<8}{:>11}{:>11}{:>10}{:>10}{ratio:>10}{:>10}{:>10}\n",
+            ms(pf),
+            ms(pt),
+            cell(f),
+            cell(t),
+            lost(f),
+            lost(t)
+        ));
+    }
+    Some(out)
+}
