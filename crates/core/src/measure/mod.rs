@@ -3,6 +3,7 @@
 //!
 //! - [`decomp`]: a TDP receiver's per-flow latency decomposition along the hops a
 //!   probe recorded (SPEC §3).
+//! - [`txmatch`]: kernel TX timestamps matched to the packets they belong to.
 
 pub mod decomp;
 pub mod noise;
@@ -10,3 +11,4 @@ pub mod pacer;
 pub mod rr;
 pub mod sink;
 pub mod timer;
+pub mod txmatch;

@@ -18,7 +18,13 @@
 //! numbers count packets sent, so a skipped frame is not a loss. A frame reached after
 //! its send deadline but within the frame is sent and counted as late. Each packet is
 //! a probe carrying its flow, sequence number, frame, `t0`, `t_wake` and `t_send`
-//! (the `now` of the `poll_transmit` that hands it out).
+//! (the `now` of the `poll_transmit` that hands it out). A packet the socket
+//! refused is handed back with [`Sender::retract`]: its sequence number goes to the
+//! next packet of the flow and it is not counted as sent.
+//!
+//! A new schedule ([`Sender::set_schedule`]) takes over where the sender is: after
+//! the last frame it sent in, or from the time it woke late for a skipped one (from
+//! `now` when it had nothing left to send).
 
 use std::collections::VecDeque;
 
@@ -58,8 +64,16 @@ pub struct SenderCounters {
 #[derive(Debug)]
 pub struct SenderTransmit<'a> {
     pub flow: u32,
+    /// The flow's position in the flows the sender was made with.
+    pub index: usize,
     pub seq: u64,
     pub frame: i64,
+    /// Start of the frame (the probe's `t0`).
+    pub t0: i64,
+    /// When the sender woke for the frame (`t_wake`).
+    pub t_wake: i64,
+    /// The `now` it was handed out at (`t_send`).
+    pub t_send: i64,
     /// The DSCP to send it with: the frame mark, or 0 when the sender does not mark.
     pub dscp: u8,
     /// The UDP payload (a probe packet with a valid checksum).
@@ -80,14 +94,26 @@ impl FlowTx {
     }
 }
 
+/// Where the search for the next frame starts.
+#[derive(Clone, Copy, Debug)]
+enum Resume {
+    /// The first frame starting at or after this time.
+    AtOrAfter(i64),
+    /// The first frame after this one.
+    After(i64),
+}
+
 /// The sender state machine.
 #[derive(Debug)]
 pub struct Sender {
     schedule: SenderSchedule,
     mark: bool,
     flows: Vec<FlowTx>,
+    resume: Resume,
     /// The next frame to send in and its start.
     next: Option<(i64, i64)>,
+    /// The flow of the packet last handed out, until the next one.
+    last: Option<usize>,
     /// Packets of the frame being sent: (flow index, frame, t0, woke).
     queue: VecDeque<(usize, i64, i64, i64)>,
     wakeup: Histogram,
@@ -125,9 +151,11 @@ impl Sender {
             schedule,
             mark,
             flows: out,
+            resume: Resume::AtOrAfter(0),
             next: None,
+            last: None,
             queue: VecDeque::new(),
-            wakeup: Histogram::new(),
+            wakeup: preallocated(),
             counters: SenderCounters::default(),
         })
     }
@@ -139,20 +167,34 @@ impl Sender {
 
     /// Starts sending with the first frame starting at or after `now`.
     pub fn start(&mut self, now: i64) {
-        self.next = self.frame_at_or_after(now);
+        self.resume_at(Resume::AtOrAfter(now));
     }
 
-    /// A new schedule (from the admission controller), from the frame after the
-    /// last one handled on; before [`Sender::start`], from `now`.
+    /// A new schedule (from the admission controller). It applies from where the
+    /// sender is (the frame after the last one it sent in, or the first at or after
+    /// the time it woke for a skipped frame); from `now` when the old schedule had
+    /// no frame left (or before [`Sender::start`]).
     pub fn set_schedule(&mut self, schedule: SenderSchedule, now: i64) {
         self.schedule = schedule;
-        self.next = self.frame_at_or_after(now);
+        let resume = match self.next {
+            Some(_) => self.resume,
+            None => Resume::AtOrAfter(now),
+        };
+        self.resume_at(resume);
     }
 
-    fn frame_at_or_after(&self, now: i64) -> Option<(i64, i64)> {
-        self.schedule
-            .next_at_or_after(now)
-            .map(|f| (f.frame, f.start_ns))
+    fn resume_at(&mut self, resume: Resume) {
+        self.resume = resume;
+        let next = match resume {
+            Resume::AtOrAfter(t) => self.schedule.next_at_or_after(t),
+            Resume::After(frame) => self.schedule.after(frame),
+        };
+        self.next = next.map(|f| (f.frame, f.start_ns));
+    }
+
+    /// The start of the next frame with packets, whether or not every flow is done.
+    pub fn next_start(&self) -> Option<i64> {
+        self.next.map(|(_, start)| start)
     }
 
     /// Every flow has sent its `count`.
@@ -182,7 +224,7 @@ impl Sender {
         let clock = *self.schedule.frame_clock();
         if late >= clock.tf().as_nanos() {
             self.counters.skipped_frames += 1;
-            self.next = self.frame_at_or_after(now);
+            self.resume_at(Resume::AtOrAfter(now));
             return;
         }
         self.counters.frames += 1;
@@ -198,11 +240,12 @@ impl Sender {
                 }
             }
         }
-        self.next = self.schedule.after(frame).map(|f| (f.frame, f.start_ns));
+        self.resume_at(Resume::After(frame));
     }
 
     /// The next packet of the frame being sent, stamped with `t_send = now`.
     pub fn poll_transmit(&mut self, now: i64) -> Option<SenderTransmit<'_>> {
+        self.last = None;
         loop {
             let (fi, frame, t0, woke) = self.queue.pop_front()?;
             if self.flows[fi].done() {
@@ -214,17 +257,32 @@ impl Sender {
                 0
             };
             self.counters.sent += 1;
+            self.last = Some(fi);
             let f = &mut self.flows[fi];
             let seq = f.seq;
             f.seq += 1;
             stamp(&mut f.buf, seq, frame, t0, woke, now);
             return Some(SenderTransmit {
                 flow: f.id,
+                index: fi,
                 seq,
                 frame,
+                t0,
+                t_wake: woke,
+                t_send: now,
                 dscp,
                 payload: &f.buf,
             });
+        }
+    }
+
+    /// The packet last handed out did not leave (the socket refused it): it is not
+    /// counted as sent and its sequence number goes to the flow's next packet. Does
+    /// nothing when called twice or before any packet.
+    pub fn retract(&mut self) {
+        if let Some(fi) = self.last.take() {
+            self.flows[fi].seq -= 1;
+            self.counters.sent -= 1;
         }
     }
 
@@ -241,6 +299,14 @@ impl Sender {
     pub fn sent_per_flow(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
         self.flows.iter().map(|f| (f.id, f.seq))
     }
+}
+
+/// A histogram sized up front (to 1 s) so that recording does not allocate.
+fn preallocated() -> Histogram {
+    let mut h = Histogram::new();
+    h.record(1_000_000_000);
+    h.reset();
+    h
 }
 
 /// A probe of `size` bytes for `flow`, every timestamp still empty.
@@ -265,3 +331,7 @@ fn stamp(buf: &mut [u8], seq: u64, frame: i64, t0: i64, woke: i64, now: i64) {
     pkt.set_t_send_ns(now);
     pkt.fill_checksum();
 }
+
+#[cfg(test)]
+#[path = "host_tests.rs"]
+mod tests;

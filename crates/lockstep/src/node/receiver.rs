@@ -1,18 +1,24 @@
 //! The receiver role: one UDP socket (`live.bind`), every flow told apart by the
-//! probe's flow id, accounted by [`lockstep_core::measure::decomp::Accounts`].
+//! probe's flow id, accounted by the sans-IO [`Receiver`] (this file only moves
+//! datagrams and timestamps to it and writes the deliveries it hands out).
 //!
 //! Datagrams are taken in batches (`recvmmsg`, `live.batch` at a time) with software
 //! RX timestamps. The application receive time is read once per batch, right after
 //! the call returns. With the `spin` strategy the socket is busy-polled; otherwise
 //! the receive blocks (in slices of [`BLOCK_SLICE`] so that the end of the run and
-//! SIGTERM are noticed). With `samples = true` and `--output`, every probe becomes a
-//! row of `DIR/<name>-packets.csv`:
+//! SIGTERM are noticed). With `samples = true` and `--output`, every probe the
+//! receiver hands out as a [`Delivery`] becomes a row of `DIR/<name>-packets.csv`:
 //! `flow,seq,frame,t0,t_wake,t_send,kernel_rx,app_rx,latency` then, for each of
 //! [`CSV_HOPS`] hops, `hN_node,hN_rx_kernel,hN_rx_app,hN_tx_app` (empty when absent).
 
+use std::net::SocketAddrV4;
+
 use anyhow::{Context, Result};
+use lockstep_core::measure::decomp::{FlowResult, RxCounters};
+use lockstep_core::stats::Summary;
+use lockstep_core::tdp::{Delivery, Receiver};
 use lockstep_core::wire::MAX_HOPS;
-use lockstep_core::Duration;
+use lockstep_core::{ClockId, Duration};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{RecvMode, TimestampConfig, UdpSocket};
 use lockstep_linux::{ClockMap, Waiter};
@@ -20,8 +26,8 @@ use serde_json::{Map, Value};
 
 use super::{csv, to_node_clock, Ctx, Outcome, StopReason};
 use crate::report::human::fmt_ns;
+use crate::report::SampleWriter;
 use crate::EnvError;
-use lockstep_core::measure::decomp::{Accounts, Outcome as Got};
 
 /// How long one blocking receive waits before the loop looks at the clock again.
 const BLOCK_SLICE: Duration = Duration::from_millis(20);
@@ -36,10 +42,54 @@ pub const CSV_HOPS: usize = 4;
 
 pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
     let live = ctx.file.live.clone();
-    let name = ctx.file.node.name.clone();
     let Some(bind) = live.bind else {
         return Err(crate::UsageError("live.bind: a receiver needs an address".into()).into());
     };
+    let (sock, rx_ts) = open(ctx, bind)?;
+    let samples = samples_writer(ctx, live.samples)?;
+    let batch = live.batch.min(lockstep_linux::udp::RECV_BATCH_MAX);
+    let buf = vec![0u8; SLOT * batch];
+    let mode = if live.strategy == lockstep_core::sched::WaitStrategy::Spin {
+        RecvMode::Poll
+    } else {
+        RecvMode::Block {
+            timeout: Some(BLOCK_SLICE),
+        }
+    };
+
+    ctx.ready()?;
+    let _rt = ctx.apply_rt()?;
+    ctx.progress(&format!(
+        "listening on {bind} ({})",
+        if mode == RecvMode::Poll {
+            "busy-poll"
+        } else {
+            "blocking"
+        }
+    ));
+    // A receiver does not wait for the start: it takes whatever comes from now on,
+    // and its duration runs from the common start.
+    let now = waiter.now().ns;
+    let start = ctx.start_at_ns.unwrap_or(now);
+    let mut d = Driver {
+        sock,
+        rx: Receiver::new(samples.is_some()),
+        samples,
+        buf,
+        row: vec![None; 9 + 4 * CSV_HOPS],
+        mode,
+        map: ClockMap::measure(ctx.clock),
+    };
+    let stop = d.run(ctx.clock, now, ctx.end_for(start))?;
+    let stop_ns = waiter.now().ns;
+    if let Some(w) = d.samples.take() {
+        w.finish()?;
+    }
+    Ok((d.outcome(ctx, rx_ts, stop, stop_ns)?, Some(start)))
+}
+
+/// Binds the socket and turns on RX timestamps; says whether it has them.
+fn open(ctx: &mut Ctx, bind: SocketAddrV4) -> Result<(UdpSocket, bool)> {
     let sock = UdpSocket::bind(bind.into()).map_err(|e| {
         EnvError(format!(
             "live.bind: cannot listen on {bind} (is {} an address of this host or namespace?): {e}",
@@ -67,125 +117,156 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
             false
         }
     };
-    let mut samples = if live.samples {
-        let mut header: Vec<String> = [
-            "flow",
-            "seq",
-            "frame",
-            "t0",
-            "t_wake",
-            "t_send",
-            "kernel_rx",
-            "app_rx",
-            "latency",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        for h in 1..=CSV_HOPS {
-            for f in ["node", "rx_kernel", "rx_app", "tx_app"] {
-                header.push(format!("h{h}_{f}"));
+    Ok((sock, rx_ts))
+}
+
+/// `DIR/<name>-packets.csv` when `samples = true` and `--output` was given.
+fn samples_writer(ctx: &mut Ctx, samples: bool) -> Result<Option<SampleWriter>> {
+    if !samples {
+        return Ok(None);
+    }
+    let mut header: Vec<String> = [
+        "flow",
+        "seq",
+        "frame",
+        "t0",
+        "t_wake",
+        "t_send",
+        "kernel_rx",
+        "app_rx",
+        "latency",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for h in 1..=CSV_HOPS {
+        for f in ["node", "rx_kernel", "rx_app", "tx_app"] {
+            header.push(format!("h{h}_{f}"));
+        }
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let w = csv(ctx, "-packets.csv", &header)?;
+    if w.is_none() {
+        ctx.warn("samples = true needs --output DIR: no per-packet file written");
+    }
+    Ok(w)
+}
+
+/// The socket, the receiver state machine and the per-packet file.
+struct Driver {
+    sock: UdpSocket,
+    rx: Receiver,
+    samples: Option<SampleWriter>,
+    /// Receive slots, [`SLOT`] bytes each.
+    buf: Vec<u8>,
+    /// The CSV row, reused.
+    row: Vec<Option<i64>>,
+    mode: RecvMode,
+    /// REALTIME → node clock, re-measured every [`REMAP_EVERY_NS`].
+    map: ClockMap,
+}
+
+impl Driver {
+    /// Receives until `end` or a signal.
+    fn run(&mut self, clock: ClockId, now: i64, end: Option<i64>) -> Result<StopReason> {
+        let mut next_remap = now.saturating_add(REMAP_EVERY_NS);
+        loop {
+            if stop_requested() {
+                return Ok(StopReason::Signal);
+            }
+            let app_rx = self.receive_batch(clock)?;
+            let now = app_rx.unwrap_or_else(|| lockstep_linux::now(clock).ns);
+            if end.is_some_and(|e| now >= e) {
+                return Ok(StopReason::Duration);
+            }
+            if now >= next_remap {
+                self.map = ClockMap::measure(clock);
+                next_remap = now.saturating_add(REMAP_EVERY_NS);
+            }
+            if self.mode == RecvMode::Poll && app_rx.is_none() {
+                std::hint::spin_loop();
             }
         }
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        let w = csv(ctx, "-packets.csv", &header)?;
-        if w.is_none() {
-            ctx.warn("samples = true needs --output DIR: no per-packet file written");
-        }
-        w
-    } else {
-        None
-    };
-    let batch = live.batch.min(lockstep_linux::udp::RECV_BATCH_MAX);
-    let mut buf = vec![0u8; SLOT * batch];
-    let mut acc = Accounts::new();
-    let mut row: Vec<Option<i64>> = vec![None; 9 + 4 * CSV_HOPS];
-    let mode = if live.strategy == lockstep_core::sched::WaitStrategy::Spin {
-        RecvMode::Poll
-    } else {
-        RecvMode::Block {
-            timeout: Some(BLOCK_SLICE),
-        }
-    };
+    }
 
-    ctx.ready()?;
-    let _rt = ctx.apply_rt()?;
-    ctx.progress(&format!(
-        "listening on {bind} ({})",
-        if mode == RecvMode::Poll {
-            "busy-poll"
-        } else {
-            "blocking"
-        }
-    ));
-    // A receiver does not wait for the start: it takes whatever comes from now on,
-    // and its duration runs from the common start.
-    let now = waiter.now().ns;
-    let start = ctx.start_at_ns.unwrap_or(now);
-    let end = ctx.end_for(start);
-    let mut map = ClockMap::measure(ctx.clock);
-    let mut next_remap = now.saturating_add(REMAP_EVERY_NS);
-    let clock = ctx.clock;
-    let stop = loop {
-        if stop_requested() {
-            break StopReason::Signal;
-        }
+    /// One `recvmmsg`: every datagram goes to the receiver, every delivery it hands
+    /// out to the per-packet file. Returns the application receive time (read once,
+    /// when the first datagram is looked at), `None` when nothing came.
+    fn receive_batch(&mut self, clock: ClockId) -> Result<Option<i64>> {
+        let Driver {
+            sock,
+            rx,
+            samples,
+            buf,
+            row,
+            mode,
+            map,
+        } = self;
         let mut app_rx: Option<i64> = None;
         let mut err = None;
-        sock.recv_batch(&mut buf, SLOT, mode, |data, info| {
+        sock.recv_batch(buf, SLOT, *mode, |data, info| {
             let app = *app_rx.get_or_insert_with(|| lockstep_linux::now(clock).ns);
             if info.truncated {
-                acc.note_truncated();
+                rx.accounts_mut().note_truncated();
             }
-            let kernel = info.kernel_rx.map(|k| to_node_clock(&map, k));
-            if let Got::Probe(p) = acc.handle(app, kernel, data) {
+            let kernel = info.kernel_rx.map(|k| to_node_clock(map, k));
+            rx.handle_packet(app, kernel, data);
+            while let Some(d) = rx.poll_event() {
                 if let Some(w) = samples.as_mut() {
-                    row.iter_mut().for_each(|c| *c = None);
-                    row[0] = Some(i64::from(p.flow_id));
-                    row[1] = i64::try_from(p.seq).ok();
-                    row[2] = Some(p.frame);
-                    row[3] = Some(p.t0_ns);
-                    row[4] = Some(p.t_wake_ns);
-                    row[5] = Some(p.t_send_ns);
-                    row[6] = kernel;
-                    row[7] = Some(app);
-                    row[8] = Some(app.saturating_sub(p.t0_ns));
-                    for (i, h) in p.hops().iter().take(CSV_HOPS.min(MAX_HOPS)).enumerate() {
-                        let at = 9 + 4 * i;
-                        row[at] = Some(i64::from(h.node));
-                        row[at + 1] = Some(h.rx_kernel_ns);
-                        row[at + 2] = Some(h.rx_app_ns);
-                        row[at + 3] = Some(h.tx_app_ns);
-                    }
-                    if let Err(e) = w.row(&row) {
+                    if let Err(e) = write_delivery(w, row, &d) {
                         err.get_or_insert(e);
                     }
                 }
             }
         })
         .context("receiving")?;
-        if let Some(e) = err {
-            return Err(e);
+        match err {
+            Some(e) => Err(e),
+            None => Ok(app_rx),
         }
-        let now = app_rx.unwrap_or_else(|| lockstep_linux::now(clock).ns);
-        if end.is_some_and(|e| now >= e) {
-            break StopReason::Duration;
-        }
-        if now >= next_remap {
-            map = ClockMap::measure(clock);
-            next_remap = now.saturating_add(REMAP_EVERY_NS);
-        }
-        if mode == RecvMode::Poll && app_rx.is_none() {
-            std::hint::spin_loop();
-        }
-    };
-    let stop_ns = waiter.now().ns;
-    if let Some(w) = samples.take() {
-        w.finish()?;
     }
 
-    let c = acc.counters().clone();
-    let flows = acc.report(&live.names, &name);
+    fn outcome(
+        &self,
+        ctx: &mut Ctx,
+        rx_ts: bool,
+        stop: StopReason,
+        stop_ns: i64,
+    ) -> Result<Outcome> {
+        let acc = self.rx.accounts();
+        let c = acc.counters();
+        let flows = acc.report(&ctx.file.live.names, &ctx.file.node.name);
+        warn(ctx, c, &flows, rx_ts);
+        let (lines, dists) = summary(c, &flows);
+        let flows_value: Map<String, Value> = flows
+            .iter()
+            .map(|f| {
+                (
+                    f.flow.to_string(),
+                    serde_json::to_value(f).unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        let mut extra = Map::new();
+        extra.insert("rx_timestamps".into(), Value::Bool(rx_ts));
+        extra.insert(
+            "clock_map_uncertainty_ns".into(),
+            Value::from(self.map.uncertainty_ns()),
+        );
+        Ok(Outcome {
+            counters: serde_json::to_value(c)?,
+            wakeup: None,
+            flows: Some(Value::Object(flows_value)),
+            extra,
+            stop,
+            stop_ns,
+            lines,
+            dists,
+        })
+    }
+}
+
+fn warn(ctx: &mut Ctx, c: &RxCounters, flows: &[FlowResult], rx_ts: bool) {
     if c.intake.probes == 0 {
         ctx.warn("no probe packet arrived");
     }
@@ -200,6 +281,12 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
             c.truncated
         ));
     }
+}
+
+type Lines = Vec<(&'static str, String)>;
+
+/// The lines and distributions of the human summary.
+fn summary(c: &RxCounters, flows: &[FlowResult]) -> (Lines, Vec<(String, Summary)>) {
     let mut lines = vec![
         (
             "received",
@@ -214,7 +301,7 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
         ),
     ];
     let mut dists = Vec::new();
-    for f in &flows {
+    for f in flows {
         lines.push((
             "flow",
             format!(
@@ -234,32 +321,28 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
             dists.push((format!("  {}", comp.name), comp.summary.clone()));
         }
     }
-    let flows_value: Map<String, Value> = flows
-        .iter()
-        .map(|f| {
-            (
-                f.flow.to_string(),
-                serde_json::to_value(f).unwrap_or(Value::Null),
-            )
-        })
-        .collect();
-    let mut extra = Map::new();
-    extra.insert("rx_timestamps".into(), Value::Bool(rx_ts));
-    extra.insert(
-        "clock_map_uncertainty_ns".into(),
-        Value::from(map.uncertainty_ns()),
-    );
-    Ok((
-        Outcome {
-            counters: serde_json::to_value(&c)?,
-            wakeup: None,
-            flows: Some(Value::Object(flows_value)),
-            extra,
-            stop,
-            stop_ns,
-            lines,
-            dists,
-        },
-        Some(start),
-    ))
+    (lines, dists)
+}
+
+/// One row of the per-packet CSV (`row` is reused: nothing allocates).
+fn write_delivery(w: &mut SampleWriter, row: &mut [Option<i64>], d: &Delivery) -> Result<()> {
+    let p = &d.probe;
+    row.iter_mut().for_each(|c| *c = None);
+    row[0] = Some(i64::from(p.flow_id));
+    row[1] = i64::try_from(p.seq).ok();
+    row[2] = Some(p.frame);
+    row[3] = Some(p.t0_ns);
+    row[4] = Some(p.t_wake_ns);
+    row[5] = Some(p.t_send_ns);
+    row[6] = d.kernel_rx_ns;
+    row[7] = Some(d.app_rx_ns);
+    row[8] = Some(d.latency_ns());
+    for (i, h) in p.hops().iter().take(CSV_HOPS.min(MAX_HOPS)).enumerate() {
+        let at = 9 + 4 * i;
+        row[at] = Some(i64::from(h.node));
+        row[at + 1] = Some(h.rx_kernel_ns);
+        row[at + 2] = Some(h.rx_app_ns);
+        row[at + 3] = Some(h.tx_app_ns);
+    }
+    w.row(row)
 }

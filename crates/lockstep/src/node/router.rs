@@ -43,7 +43,7 @@
 //! 4. **TX timestamps** — drained from the error queues of the sockets that sent
 //!    (`recvmmsg`, a batch of entries per call, not one `recvmsg` per frame); a
 //!    probe's kernel TX time is matched to it by the socket's frame counter
-//!    (`SOF_TIMESTAMPING_OPT_ID`).
+//!    (`SOF_TIMESTAMPING_OPT_ID`) through a [`TxMatcher`] per port.
 //!
 //! The wake-up latency of every frame start — the first clock reading at or after the
 //! frame start, minus the frame start — is recorded in a histogram (`wakeup`), so the
@@ -70,6 +70,7 @@ use std::os::fd::AsFd;
 
 use anyhow::{Context, Result};
 use lockstep_core::margin::MarginTuner;
+use lockstep_core::measure::txmatch::TxMatcher;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::stats::{Histogram, Summary};
 use lockstep_core::tdp::config::NodeConfig;
@@ -108,10 +109,8 @@ const TABLE_CHECK_NS: i64 = 100_000_000;
 const REMAP_EVERY_NS: i64 = 1_000_000_000;
 
 /// A forwarded probe waiting for its TX timestamp.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct TxMeta {
-    used: bool,
-    id: u32,
     flow: u32,
     seq: u64,
     reserved: bool,
@@ -156,7 +155,8 @@ struct PortIo {
     next_id: u32,
     /// Frames sent whose timestamps have not been drained.
     outstanding: u64,
-    ring: Vec<TxMeta>,
+    /// Probes sent, by timestamp id, until their TX timestamp comes.
+    tx: TxMatcher<TxMeta>,
     /// Kernel TX timestamp − application send time of probes.
     tx_path: Histogram,
     c: DriverCounters,
@@ -459,7 +459,7 @@ fn open(ctx: &mut Ctx, now: i64) -> Result<Router> {
             out_meta: Vec::with_capacity(BATCH_MAX),
             next_id: 0,
             outstanding: 0,
-            ring: vec![TxMeta::default(); TX_RING],
+            tx: TxMatcher::new(TX_RING),
             tx_path: preallocated(),
             c: DriverCounters {
                 port: p.id.0,
@@ -792,13 +792,9 @@ impl Router {
             };
             p.c.tx_batches += 1;
             for i in off..off + sent {
-                if let Some(Some(mut m)) = p.out_meta.get(i).copied() {
-                    m.id = p.next_id.wrapping_add((i - off) as u32);
-                    let idx = m.id as usize % TX_RING;
-                    if p.ring[idx].used {
-                        p.c.tx_timestamps_missing += 1;
-                    }
-                    p.ring[idx] = m;
+                if let Some(Some(m)) = p.out_meta.get(i).copied() {
+                    // an evicted probe is counted missing by the matcher
+                    let _ = p.tx.note_sent(p.next_id.wrapping_add((i - off) as u32), m);
                 }
             }
             p.next_id = p.next_id.wrapping_add(sent as u32);
@@ -833,7 +829,7 @@ impl Router {
             let PortIo {
                 sock,
                 outstanding,
-                ring,
+                tx,
                 tx_path,
                 c,
                 ..
@@ -848,31 +844,13 @@ impl Router {
                 let taken = sock
                     .poll_tx_timestamps(|ts| {
                         *outstanding = outstanding.saturating_sub(1);
-                        let Some(sw) = ts.software else { return };
-                        let idx = ts.id as usize % TX_RING;
-                        let Some(m) = ring.get_mut(idx) else { return };
-                        if !m.used || m.id != ts.id {
+                        let Some((m, sw)) = tx.on_timestamp(ts.id, ts.software) else {
                             return;
-                        }
-                        m.used = false;
-                        let m = *m;
-                        c.tx_timestamps += 1;
-                        let tx = to_node_clock(map, sw);
-                        tx_path.record(tx.saturating_sub(m.tx_app));
-                        if let Some(w) = csv.as_mut() {
-                            if let Err(e) = w.row(&[
-                                Some(i64::from(m.flow)),
-                                i64::try_from(m.seq).ok(),
-                                Some(i64::from(c.port)),
-                                Some(if m.reserved { 0 } else { 1 }),
-                                m.frame,
-                                Some(m.rx_kernel),
-                                Some(m.rx_app),
-                                Some(m.tx_app),
-                                Some(tx),
-                            ]) {
-                                row_err.get_or_insert(e);
-                            }
+                        };
+                        let tx_kernel = to_node_clock(map, sw);
+                        tx_path.record(tx_kernel.saturating_sub(m.tx_app));
+                        if let Err(e) = write_tx_row(csv, c.port, &m, tx_kernel) {
+                            row_err.get_or_insert(e);
                         }
                     })
                     .with_context(|| format!("TX timestamps of {}", c.ifname))?;
@@ -900,7 +878,9 @@ impl Router {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         for p in &mut self.ports {
-            p.c.tx_timestamps_missing += p.ring.iter().filter(|m| m.used).count() as u64;
+            let left = p.tx.drain_unmatched().len() as u64;
+            p.c.tx_timestamps = p.tx.counts().matched;
+            p.c.tx_timestamps_missing = p.tx.counts().evicted + left;
             if let Ok(s) = p.sock.take_stats() {
                 p.c.rx_socket_drops += u64::from(s.drops);
             }
@@ -1003,6 +983,24 @@ impl Router {
     }
 }
 
+/// A row of `-tx.csv`: a forwarded probe and its kernel TX time.
+fn write_tx_row(csv: &mut Option<SampleWriter>, port: u16, m: &TxMeta, tx: i64) -> Result<()> {
+    let Some(w) = csv.as_mut() else {
+        return Ok(());
+    };
+    w.row(&[
+        Some(i64::from(m.flow)),
+        i64::try_from(m.seq).ok(),
+        Some(i64::from(port)),
+        Some(if m.reserved { 0 } else { 1 }),
+        m.frame,
+        Some(m.rx_kernel),
+        Some(m.rx_app),
+        Some(m.tx_app),
+        Some(tx),
+    ])
+}
+
 fn preallocated() -> Histogram {
     let mut h = Histogram::new();
     h.record(1_000_000_000);
@@ -1032,8 +1030,6 @@ fn probe_meta(frame: &[u8], node: u32, kind: TxKind, frame_no: Option<i64>) -> O
         .and_then(|i| probe.hop(usize::from(i)))
         .filter(|h| h.node == node)?;
     Some(TxMeta {
-        used: true,
-        id: 0,
         flow: probe.flow_id(),
         seq: probe.seq(),
         reserved: kind == TxKind::Reserved,

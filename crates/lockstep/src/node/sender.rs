@@ -1,22 +1,21 @@
-//! The sender role: UDP probe packets at the start of each flow's reserved frames.
+//! The sender role: a thin driver over [`lockstep_core::tdp::Sender`], which holds
+//! every decision (which frames, skipped and late frames, DSCP marks, what each
+//! probe carries, the wake-up distribution). This file only moves bytes and
+//! timestamps.
 //!
-//! The frames come from [`SenderSchedule`] (the flow rows of `[node]`, repeated every
-//! cycle). For each such frame the sender waits for its start `t0` with the
-//! configured strategy, reads the clock (`t_wake`: `L_I = t_wake − t0` is recorded
-//! for every frame it woke for, skipped ones included: the `wakeup` distribution),
-//! and sends each flow's packets of that
-//! frame: probe packets carrying seq, frame, `t0`, `t_wake` and `t_send` (read right
-//! before `send`), of `size` bytes (room for hop records). In TDP mode the DSCP is
-//! the frame mark (`0x0c` plus the frame and cycle parity bits), unless
-//! `live.mark = false` (the first hop is an edge router, which marks).
-//!
-//! A frame the sender reaches more than one whole frame late is skipped (its mark
-//! would be stale; counted as `skipped_frames`); one reached after its send deadline
-//! but within the frame is sent and counted as `late_frames`. Sequence numbers count
-//! packets sent, so skipped frames are not losses.
+//! The frames come from the flow rows of `[node]`, repeated every cycle. For each
+//! frame the driver waits for its start `t0` with the configured strategy
+//! ([`Sender::next_start`]), hands the time it woke to
+//! [`Sender::handle_timeout`] and sends what [`Sender::poll_transmit`] hands out,
+//! reading the clock for each packet (`t_send`). A packet is sent on its flow's
+//! socket, whose DSCP is set whenever the packet's differs (the frame mark in TDP
+//! mode, `0x0c` plus the frame and cycle parity bits, unless `live.mark = false`: the
+//! first hop is an edge router, which marks). A packet the socket refuses is counted
+//! as a send error and handed back ([`Sender::retract`]). A new table from the
+//! controller goes to [`Sender::set_schedule`] between two frames.
 //!
 //! Software TX timestamps (one socket per flow, ids from 0) are matched to the packets
-//! they belong to through a ring and give the kernel part of `L_Tx`
+//! they belong to by a [`TxMatcher`] and give the kernel part of `L_Tx`
 //! (`tx_kernel − t_wake`) per flow; with `--output` every packet is written to
 //! `DIR/<name>-tx.csv` (`flow,seq,frame,t0,t_wake,t_send,tx_kernel`) for the lab to
 //! join with the receiver's packets. Nothing allocates per packet.
@@ -25,17 +24,19 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration as StdDuration;
 
 use anyhow::{Context, Result};
+use lockstep_core::measure::txmatch::TxMatcher;
 use lockstep_core::stats::{Histogram, Summary};
 use lockstep_core::tdp::config::Mode;
-use lockstep_core::tdp::SenderSchedule;
-use lockstep_core::wire::{ProbePacket, ProbeRepr};
+use lockstep_core::tdp::{NodeConfig, NodeConfigError, Sender, SenderFlow, SenderSchedule};
 use lockstep_core::Instant;
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{TimestampConfig, UdpSocket};
 use lockstep_linux::{ClockMap, Waiter};
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::config::LiveFlow;
 use super::{csv, to_node_clock, Ctx, Outcome, StopReason};
 use crate::probe::stream::SendErrors;
 use crate::report::SampleWriter;
@@ -48,10 +49,9 @@ const FINAL_DRAIN: StdDuration = StdDuration::from_millis(200);
 /// Socket receive buffer: it holds the TX timestamp queue.
 const SOCKET_RCVBUF: usize = 1 << 20;
 
-#[derive(Clone, Copy, Default)]
+/// What is kept of a sent packet until its TX timestamp comes.
+#[derive(Clone, Copy)]
 struct Sent {
-    used: bool,
-    id: u32,
     seq: u64,
     frame: i64,
     t0: i64,
@@ -59,43 +59,87 @@ struct Sent {
     t_send: i64,
 }
 
-/// One flow's socket and bookkeeping.
-struct FlowTx {
+/// One flow's socket and what the driver measures of it.
+struct FlowIo {
     id: u32,
     dst: SocketAddrV4,
     sock: UdpSocket,
-    buf: Vec<u8>,
-    count: Option<u64>,
     /// DSCP currently set on the socket.
     dscp: Option<u8>,
-    seq: u64,
     errors: SendErrors,
-    ring: Vec<Sent>,
+    tx: TxMatcher<Sent>,
     l_tx: Histogram,
     tx_from_send: Histogram,
-    matched: u64,
-    unmatched: u64,
-    evicted: u64,
 }
 
-impl FlowTx {
-    fn done(&self) -> bool {
-        self.count.is_some_and(|c| self.seq >= c)
-    }
-
-    fn outstanding(&self) -> u64 {
-        self.seq
-            .saturating_sub(self.matched + self.unmatched + self.evicted)
-    }
-
-    fn note_sent(&mut self, s: Sent, csv: &mut Option<SampleWriter>) -> Result<()> {
-        let idx = s.id as usize % TX_RING;
-        let old = std::mem::replace(&mut self.ring[idx], s);
-        if old.used {
-            self.evicted += 1;
-            write_row(csv, self.id, &old, None)?;
+impl FlowIo {
+    /// Binds and connects the flow's socket; turns TX timestamps off for good
+    /// (`tx_ts`) when the socket cannot have them.
+    fn open(ctx: &mut Ctx, lf: &LiveFlow, tx_ts: &mut bool) -> Result<FlowIo> {
+        let node = &ctx.file.node;
+        // nodefile::check_sender made sure these exist.
+        let nf = node
+            .flows
+            .iter()
+            .find(|f| f.id == lf.flow)
+            .ok_or_else(|| UsageError(format!("live.flows: unknown flow {}", lf.flow)))?;
+        let dst = lf
+            .dst
+            .or(nf.dst)
+            .ok_or_else(|| UsageError(format!("live.flows: flow {} has no dst", lf.flow)))?;
+        let src_ip = node
+            .ports
+            .iter()
+            .find(|p| p.id == nf.out_port)
+            .map(|p| p.addr)
+            .ok_or_else(|| UsageError(format!("node.flows: flow {} has no out_port", nf.id)))?;
+        let bind = SocketAddr::V4(SocketAddrV4::new(src_ip, lf.src_port));
+        let sock = UdpSocket::bind(bind).map_err(|e| {
+            EnvError(format!(
+                "flow {}: cannot bind {bind} (is {src_ip} an address of this host or namespace?): {e}",
+                lf.flow
+            ))
+        })?;
+        sock.connect(SocketAddr::V4(dst))
+            .map_err(|e| EnvError(format!("flow {}: cannot connect to {dst}: {e}", lf.flow)))?;
+        if *tx_ts && !enable_tx_timestamps(&sock) {
+            ctx.warn("software TX timestamps unavailable: no L_Tx figures");
+            *tx_ts = false;
         }
-        Ok(())
+        Ok(FlowIo {
+            id: lf.flow,
+            dst,
+            sock,
+            dscp: None,
+            errors: SendErrors::default(),
+            tx: TxMatcher::new(TX_RING),
+            l_tx: preallocated(),
+            tx_from_send: preallocated(),
+        })
+    }
+
+    /// Sends `payload` with `dscp`; `false` when the socket refused it (counted).
+    fn send(&mut self, dscp: u8, payload: &[u8]) -> Result<bool> {
+        if self.dscp != Some(dscp) {
+            self.sock.set_dscp(dscp).context("setting the DSCP mark")?;
+            self.dscp = Some(dscp);
+        }
+        match self.sock.send(payload) {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                self.errors.count(&e);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Remembers a sent packet for its TX timestamp (id: the flow's sequence
+    /// number); writes the row of the one it evicts.
+    fn note_sent(&mut self, s: Sent, csv: &mut Option<SampleWriter>) -> Result<()> {
+        match self.tx.note_sent(s.seq as u32, s) {
+            Some(old) => write_row(csv, self.id, &old, None),
+            None => Ok(()),
+        }
     }
 
     /// Takes the TX timestamps queued now; returns how many.
@@ -108,15 +152,9 @@ impl FlowTx {
                 Err(e) => return Err(e).context("reading TX timestamps"),
             };
             n += 1;
-            let idx = ts.id as usize % TX_RING;
-            let s = self.ring[idx];
-            let Some(sw) = ts.software else { continue };
-            if !s.used || s.id != ts.id {
-                self.unmatched += 1;
+            let Some((s, sw)) = self.tx.on_timestamp(ts.id, ts.software) else {
                 continue;
-            }
-            self.ring[idx].used = false;
-            self.matched += 1;
+            };
             let tx = to_node_clock(map, sw);
             self.l_tx.record(tx.saturating_sub(s.t_wake));
             self.tx_from_send.record(tx.saturating_sub(s.t_send));
@@ -125,16 +163,27 @@ impl FlowTx {
         Ok(n)
     }
 
-    /// Rows of packets whose timestamp never came, in sequence order.
+    /// Rows of packets whose timestamp never came, in sequence order; returns how
+    /// many packets got none (evicted ones included).
     fn flush_unmatched(&mut self, csv: &mut Option<SampleWriter>) -> Result<u64> {
-        let mut left: Vec<Sent> = self.ring.iter().filter(|s| s.used).copied().collect();
-        left.sort_unstable_by_key(|s| s.seq);
-        for s in &left {
-            write_row(csv, self.id, s, None)?;
+        let id = self.id;
+        let mut left = 0;
+        for s in self.tx.drain_unmatched() {
+            write_row(csv, id, &s, None)?;
+            left += 1;
         }
-        self.ring.iter_mut().for_each(|s| s.used = false);
-        Ok(left.len() as u64 + self.evicted)
+        Ok(left + self.tx.counts().evicted)
     }
+}
+
+fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
+    let _ = sock.set_recv_buffer(SOCKET_RCVBUF);
+    let cfg = TimestampConfig {
+        tx_software: true,
+        rx_software: false,
+        hardware: false,
+    };
+    matches!(sock.enable_timestamping(cfg), Ok(s) if s.tx_software)
 }
 
 fn write_row(csv: &mut Option<SampleWriter>, flow: u32, s: &Sent, tx: Option<i64>) -> Result<()> {
@@ -178,114 +227,33 @@ struct FlowSummary<'a> {
     tx_from_send: Summary,
 }
 
-pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
-    let node = ctx.file.node.clone();
-    let live = ctx.file.live.clone();
-    let mut sched = SenderSchedule::from_config(&node)
-        .map_err(|e| UsageError(format!("node.{}: {}", e.field, e.message)))?;
-    let fclock = *sched.frame_clock();
-    let tf = fclock.tf().as_nanos();
-    let mark = live.mark.unwrap_or(node.mode == Mode::Tdp);
+/// The sender state machine and the sockets it sends on.
+struct Driver {
+    sender: Sender,
+    /// In the order of `live.flows` (the sender's flow indices).
+    flows: Vec<FlowIo>,
+    tx_ts: bool,
+    csv: Option<SampleWriter>,
+    map: ClockMap,
+    send_errors: u64,
+    tx_timestamps: u64,
+    tx_timestamps_missing: u64,
+}
 
-    let mut flows = Vec::with_capacity(live.flows.len());
-    let mut tx_ts = live.tx_timestamps;
-    for lf in &live.flows {
-        // config::check_sender made sure these exist.
-        let nf = node
-            .flows
-            .iter()
-            .find(|f| f.id == lf.flow)
-            .ok_or_else(|| UsageError(format!("live.flows: unknown flow {}", lf.flow)))?;
-        let dst = lf
-            .dst
-            .or(nf.dst)
-            .ok_or_else(|| UsageError(format!("live.flows: flow {} has no dst", lf.flow)))?;
-        let src_ip = node
-            .ports
-            .iter()
-            .find(|p| p.id == nf.out_port)
-            .map(|p| p.addr)
-            .ok_or_else(|| UsageError(format!("node.flows: flow {} has no out_port", nf.id)))?;
-        let bind = SocketAddr::V4(SocketAddrV4::new(src_ip, lf.src_port));
-        let sock = UdpSocket::bind(bind).map_err(|e| {
-            EnvError(format!(
-                "flow {}: cannot bind {bind} (is {src_ip} an address of this host or namespace?): {e}",
-                lf.flow
-            ))
-        })?;
-        sock.connect(SocketAddr::V4(dst))
-            .map_err(|e| EnvError(format!("flow {}: cannot connect to {dst}: {e}", lf.flow)))?;
-        if tx_ts {
-            let _ = sock.set_recv_buffer(SOCKET_RCVBUF);
-            match sock.enable_timestamping(TimestampConfig {
-                tx_software: true,
-                rx_software: false,
-                hardware: false,
-            }) {
-                Ok(s) if s.tx_software => {}
-                Ok(_) | Err(_) => {
-                    ctx.warn("software TX timestamps unavailable: no L_Tx figures");
-                    tx_ts = false;
-                }
-            }
-        }
-        let mut buf = vec![0u8; lf.size as usize];
-        ProbeRepr {
-            flow_id: lf.flow,
-            total_len: lf.size,
-            ..ProbeRepr::default()
-        }
-        .emit_into(&mut buf)
-        .map_err(|e| UsageError(format!("live.flows: flow {}: {e}", lf.flow)))?;
-        flows.push(FlowTx {
-            id: lf.flow,
-            dst,
-            sock,
-            buf,
-            count: lf.count,
-            dscp: None,
-            seq: 0,
-            errors: SendErrors::default(),
-            ring: vec![Sent::default(); TX_RING],
-            l_tx: preallocated(),
-            tx_from_send: preallocated(),
-            matched: 0,
-            unmatched: 0,
-            evicted: 0,
-        });
-    }
-    let mut csv = if tx_ts {
-        csv(
-            ctx,
-            "-tx.csv",
-            &[
-                "flow",
-                "seq",
-                "frame",
-                "t0",
-                "t_wake",
-                "t_send",
-                "tx_kernel",
-            ],
-        )?
-    } else {
-        None
-    };
-    let map = ClockMap::measure(ctx.clock);
-    let mut wakeup = preallocated();
-    let mut c = SenderCounters {
-        frames: 0,
-        late_frames: 0,
-        skipped_frames: 0,
-        sent: 0,
-        send_errors: 0,
-        tx_timestamps: 0,
-        tx_timestamps_missing: 0,
-    };
+pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
+    let mark = ctx
+        .file
+        .live
+        .mark
+        .unwrap_or(ctx.file.node.mode == Mode::Tdp);
+    let sender = new_sender(&ctx.file.node, &ctx.file.live.flows, mark)?;
+    let tf = sender.schedule().frame_clock().tf();
+    let mut d = Driver::open(ctx, sender)?;
 
     ctx.ready()?;
     let _rt = ctx.apply_rt()?;
-    let targets: Vec<String> = flows
+    let targets: Vec<String> = d
+        .flows
         .iter()
         .map(|f| format!("flow {} → {}", f.id, f.dst))
         .collect();
@@ -296,185 +264,254 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
     ));
 
     let start = ctx.wait_start(waiter);
-    let mut stop = StopReason::Signal;
-    if let Some(start) = start {
+    let stop = match start {
+        Some(start) => d.run(ctx, waiter, start)?,
+        None => StopReason::Signal,
+    };
+    let stop_ns = waiter.now().ns;
+    d.finish()?;
+    Ok((d.outcome(ctx, tf, mark, stop, stop_ns)?, start))
+}
+
+/// The sender of `live.flows`. The schedule is checked first, so that its errors
+/// name fields of `[node]`; the flows' errors name fields of `[live]`.
+fn new_sender(node: &NodeConfig, live: &[LiveFlow], mark: bool) -> Result<Sender> {
+    SenderSchedule::from_config(node).map_err(|e| field_error("node", e))?;
+    let flows: Vec<SenderFlow> = live
+        .iter()
+        .map(|lf| SenderFlow {
+            id: lf.flow,
+            size: lf.size,
+            count: lf.count,
+        })
+        .collect();
+    Ok(Sender::new(node, &flows, mark).map_err(|e| field_error("live", e))?)
+}
+
+fn field_error(table: &str, e: NodeConfigError) -> UsageError {
+    UsageError(format!("{table}.{}: {}", e.field, e.message))
+}
+
+impl Driver {
+    /// Opens every flow's socket and the `-tx.csv` file.
+    fn open(ctx: &mut Ctx, sender: Sender) -> Result<Driver> {
+        let live = ctx.file.live.clone();
+        let mut tx_ts = live.tx_timestamps;
+        let mut flows = Vec::with_capacity(live.flows.len());
+        for lf in &live.flows {
+            flows.push(FlowIo::open(ctx, lf, &mut tx_ts)?);
+        }
+        let csv = if tx_ts {
+            let header = [
+                "flow",
+                "seq",
+                "frame",
+                "t0",
+                "t_wake",
+                "t_send",
+                "tx_kernel",
+            ];
+            csv(ctx, "-tx.csv", &header)?
+        } else {
+            None
+        };
+        Ok(Driver {
+            sender,
+            flows,
+            tx_ts,
+            csv,
+            map: ClockMap::measure(ctx.clock),
+            send_errors: 0,
+            tx_timestamps: 0,
+            tx_timestamps_missing: 0,
+        })
+    }
+
+    /// The frame loop, from `start` until a stop.
+    fn run(&mut self, ctx: &mut Ctx, waiter: &Waiter, start: i64) -> Result<StopReason> {
         let end = ctx.end_for(start);
-        let mut next = sched.next_at_or_after(start);
-        stop = loop {
-            let Some(sf) = next else {
+        self.sender.start(start);
+        loop {
+            let Some(t0) = self.sender.next_start() else {
                 // With a controller, an empty table waits for one.
                 match wait_for_table(ctx, waiter, end) {
                     Ok(s) => {
-                        sched = s;
-                        next = sched.next_at_or_after(waiter.now().ns);
+                        self.sender.set_schedule(s, waiter.now().ns);
                         continue;
                     }
-                    Err(reason) => break reason,
+                    Err(reason) => return Ok(reason),
                 }
             };
             if stop_requested() {
-                break StopReason::Signal;
+                return Ok(StopReason::Signal);
             }
-            if end.is_some_and(|e| sf.start_ns >= e) {
-                break StopReason::Duration;
+            if end.is_some_and(|e| t0 >= e) {
+                return Ok(StopReason::Duration);
             }
-            if flows.iter().all(FlowTx::done) {
-                break StopReason::Count;
+            if self.sender.done() {
+                return Ok(StopReason::Count);
             }
-            let wake = waiter.wait_until(Instant::new(ctx.clock, sf.start_ns)).ns;
-            let late = wake.saturating_sub(sf.start_ns);
-            wakeup.record(late);
-            if late >= tf {
-                // The frame is over: its packets would carry a stale mark.
-                c.skipped_frames += 1;
-                next = sched.next_at_or_after(wake);
-                continue;
-            }
-            c.frames += 1;
-            if fclock.send_deadline(sf.frame).is_some_and(|d| wake > d) {
-                c.late_frames += 1;
-            }
-            let dscp = if mark { fclock.dscp(sf.frame) } else { 0 };
-            for e in sf.entries {
-                let Some(f) = flows.iter_mut().find(|f| f.id == e.flow) else {
-                    continue;
-                };
-                if f.dscp != Some(dscp) {
-                    f.sock.set_dscp(dscp).context("setting the DSCP mark")?;
-                    f.dscp = Some(dscp);
-                }
-                for _ in 0..e.packets {
-                    if f.done() {
-                        break;
-                    }
-                    let mut pkt = ProbePacket::new_unchecked(&mut f.buf[..]);
-                    pkt.set_seq(f.seq);
-                    pkt.set_frame(sf.frame);
-                    pkt.set_t0_ns(sf.start_ns);
-                    pkt.set_t_wake_ns(wake);
-                    pkt.set_t_send_ns(0);
-                    pkt.fill_checksum();
-                    let t_send = waiter.now().ns;
-                    pkt.set_t_send_ns_and_checksum(t_send);
-                    match f.sock.send(&f.buf) {
-                        Ok(_) => {
-                            let s = Sent {
-                                used: true,
-                                id: f.seq as u32,
-                                seq: f.seq,
-                                frame: sf.frame,
-                                t0: sf.start_ns,
-                                t_wake: wake,
-                                t_send,
-                            };
-                            f.seq += 1;
-                            c.sent += 1;
-                            if tx_ts {
-                                f.note_sent(s, &mut csv)?;
-                            } else {
-                                write_row(&mut csv, f.id, &s, None)?;
-                            }
-                        }
-                        Err(e) => {
-                            f.errors.count(&e);
-                            c.send_errors += 1;
-                        }
-                    }
-                }
-            }
-            if tx_ts {
-                for f in &mut flows {
-                    if f.outstanding() > 0 {
-                        f.drain(&map, &mut csv)?;
-                    }
-                }
+            let woke = waiter.wait_until(Instant::new(ctx.clock, t0)).ns;
+            self.sender.handle_timeout(woke);
+            self.send_frame(waiter)?;
+            if self.tx_ts {
+                self.drain_outstanding()?;
             }
             // Between two frames: a new table from the controller applies from the
             // next frame on.
-            let last = sf.frame;
             if let Some(s) = table_update(ctx) {
-                sched = s;
-            }
-            next = sched.after(last);
-        };
-    }
-    let stop_ns = waiter.now().ns;
-
-    if tx_ts {
-        let until = std::time::Instant::now() + FINAL_DRAIN;
-        while flows.iter().any(|f| f.outstanding() > 0) && std::time::Instant::now() < until {
-            let mut got = 0;
-            for f in &mut flows {
-                got += f.drain(&map, &mut csv)?;
-            }
-            if got == 0 {
-                std::thread::sleep(StdDuration::from_millis(1));
+                self.sender.set_schedule(s, waiter.now().ns);
             }
         }
-        for f in &mut flows {
-            c.tx_timestamps_missing += f.flush_unmatched(&mut csv)?;
-            c.tx_timestamps += f.matched;
-        }
-    }
-    if let Some(w) = csv.take() {
-        w.finish()?;
-    }
-    if c.skipped_frames > 0 {
-        ctx.warn(format!(
-            "{} frames skipped: the sender woke more than a frame ({}) late",
-            c.skipped_frames,
-            fclock.tf()
-        ));
-    }
-    if c.send_errors > 0 {
-        ctx.warn(format!("{} send errors", c.send_errors));
-    }
-    if tx_ts && c.tx_timestamps_missing > 0 {
-        ctx.warn(format!(
-            "{} packets got no TX timestamp",
-            c.tx_timestamps_missing
-        ));
     }
 
-    let wake_s = wakeup.summary();
-    let summaries: Vec<FlowSummary> = flows
-        .iter()
-        .map(|f| FlowSummary {
-            flow: f.id,
-            dst: f.dst.to_string(),
-            sent: f.seq,
-            send_errors: &f.errors,
-            l_tx: f.l_tx.summary(),
-            tx_from_send: f.tx_from_send.summary(),
-        })
-        .collect();
-    let mut dists = vec![("L_I (wake-up)".to_string(), wake_s.clone())];
-    for s in &summaries {
-        dists.push((format!("L_Tx flow {}", s.flow), s.l_tx.clone()));
+    /// Sends every packet the sender hands out now, each stamped with the clock
+    /// read right before it leaves.
+    fn send_frame(&mut self, waiter: &Waiter) -> Result<()> {
+        while let Some(tx) = self.sender.poll_transmit(waiter.now().ns) {
+            let sent = Sent {
+                seq: tx.seq,
+                frame: tx.frame,
+                t0: tx.t0,
+                t_wake: tx.t_wake,
+                t_send: tx.t_send,
+            };
+            let Some(f) = self.flows.get_mut(tx.index) else {
+                continue;
+            };
+            if !f.send(tx.dscp, tx.payload)? {
+                self.sender.retract();
+                self.send_errors += 1;
+                continue;
+            }
+            if self.tx_ts {
+                f.note_sent(sent, &mut self.csv)?;
+            }
+        }
+        Ok(())
     }
-    let mut extra = Map::new();
-    extra.insert(
-        "tx_flows".into(),
-        serde_json::to_value(&summaries).unwrap_or(Value::Null),
-    );
-    extra.insert("mark".into(), Value::Bool(mark));
-    let lines = vec![
-        ("sent", c.sent.to_string()),
-        (
-            "frames",
-            format!(
-                "{} ({} late, {} skipped)",
-                c.frames, c.late_frames, c.skipped_frames
+
+    /// Takes the TX timestamps of the flows that wait for some.
+    fn drain_outstanding(&mut self) -> Result<()> {
+        for f in &mut self.flows {
+            if f.tx.outstanding() > 0 {
+                f.drain(&self.map, &mut self.csv)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the loop: the last TX timestamps (for up to [`FINAL_DRAIN`]), the rows
+    /// of packets that got none, the file.
+    fn finish(&mut self) -> Result<()> {
+        if self.tx_ts {
+            let until = std::time::Instant::now() + FINAL_DRAIN;
+            while self.flows.iter().any(|f| f.tx.outstanding() > 0)
+                && std::time::Instant::now() < until
+            {
+                let mut got = 0;
+                for f in &mut self.flows {
+                    got += f.drain(&self.map, &mut self.csv)?;
+                }
+                if got == 0 {
+                    std::thread::sleep(StdDuration::from_millis(1));
+                }
+            }
+            for f in &mut self.flows {
+                self.tx_timestamps_missing += f.flush_unmatched(&mut self.csv)?;
+                self.tx_timestamps += f.tx.counts().matched;
+            }
+        }
+        if let Some(w) = self.csv.take() {
+            w.finish()?;
+        }
+        Ok(())
+    }
+
+    fn counters(&self) -> SenderCounters {
+        let c = self.sender.counters();
+        SenderCounters {
+            frames: c.frames,
+            late_frames: c.late_frames,
+            skipped_frames: c.skipped_frames,
+            sent: c.sent,
+            send_errors: self.send_errors,
+            tx_timestamps: self.tx_timestamps,
+            tx_timestamps_missing: self.tx_timestamps_missing,
+        }
+    }
+
+    fn warn(&self, ctx: &mut Ctx, c: &SenderCounters, tf: lockstep_core::Duration) {
+        if c.skipped_frames > 0 {
+            ctx.warn(format!(
+                "{} frames skipped: the sender woke more than a frame ({tf}) late",
+                c.skipped_frames
+            ));
+        }
+        if c.send_errors > 0 {
+            ctx.warn(format!("{} send errors", c.send_errors));
+        }
+        if self.tx_ts && c.tx_timestamps_missing > 0 {
+            ctx.warn(format!(
+                "{} packets got no TX timestamp",
+                c.tx_timestamps_missing
+            ));
+        }
+    }
+
+    fn flow_summaries(&self) -> Vec<FlowSummary<'_>> {
+        self.flows
+            .iter()
+            .zip(self.sender.sent_per_flow())
+            .map(|(f, (_, sent))| FlowSummary {
+                flow: f.id,
+                dst: f.dst.to_string(),
+                sent,
+                send_errors: &f.errors,
+                l_tx: f.l_tx.summary(),
+                tx_from_send: f.tx_from_send.summary(),
+            })
+            .collect()
+    }
+
+    fn outcome(
+        &self,
+        ctx: &mut Ctx,
+        tf: lockstep_core::Duration,
+        mark: bool,
+        stop: StopReason,
+        stop_ns: i64,
+    ) -> Result<Outcome> {
+        let c = self.counters();
+        self.warn(ctx, &c, tf);
+        let wake_s = self.sender.wakeup().summary();
+        let summaries = self.flow_summaries();
+        let mut dists = vec![("L_I (wake-up)".to_string(), wake_s.clone())];
+        for s in &summaries {
+            dists.push((format!("L_Tx flow {}", s.flow), s.l_tx.clone()));
+        }
+        let mut extra = Map::new();
+        extra.insert(
+            "tx_flows".into(),
+            serde_json::to_value(&summaries).unwrap_or(Value::Null),
+        );
+        extra.insert("mark".into(), Value::Bool(mark));
+        let lines = vec![
+            ("sent", c.sent.to_string()),
+            (
+                "frames",
+                format!(
+                    "{} ({} late, {} skipped)",
+                    c.frames, c.late_frames, c.skipped_frames
+                ),
             ),
-        ),
-        ("send errors", c.send_errors.to_string()),
-        (
-            "TX timestamps",
-            format!("{} ({} missing)", c.tx_timestamps, c.tx_timestamps_missing),
-        ),
-    ];
-    Ok((
-        Outcome {
+            ("send errors", c.send_errors.to_string()),
+            (
+                "TX timestamps",
+                format!("{} ({} missing)", c.tx_timestamps, c.tx_timestamps_missing),
+            ),
+        ];
+        Ok(Outcome {
             counters: serde_json::to_value(&c)?,
             wakeup: Some(wake_s),
             flows: None,
@@ -483,9 +520,8 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
             stop_ns,
             lines,
             dists,
-        },
-        start,
-    ))
+        })
+    }
 }
 
 /// The sender's frames from a newer controller table, if one came.

@@ -45,6 +45,7 @@ use std::time::Duration as StdDuration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use lockstep_core::measure::pacer::{self, Pacer, PacerCounters, DEFAULT_MAX_BEHIND};
+use lockstep_core::measure::txmatch::TxMatcher;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::shaper::{
     exact_bytes, Release, Shaper, ShaperError, ShaperStats, SymmetricBurst, TokenBucket,
@@ -504,11 +505,9 @@ impl SendErrors {
     }
 }
 
-/// A sent packet waiting for its TX timestamp.
-#[derive(Clone, Copy, Default)]
+/// What is kept of a sent packet until its TX timestamp comes.
+#[derive(Clone, Copy)]
 struct Pending {
-    used: bool,
-    id: u32,
     seq: u64,
     frame: u64,
     t0: i64,
@@ -516,72 +515,59 @@ struct Pending {
     t_send: i64,
 }
 
-/// The sender's bookkeeping of TX timestamps.
+/// The sender's bookkeeping of TX timestamps: the sent packets wait in a
+/// [`TxMatcher`] (which counts matched, unmatched, orphan and evicted ones).
 struct TxBook {
-    ring: Vec<Pending>,
+    tx: TxMatcher<Pending>,
     tx_from_send: Histogram,
     tx_from_wake: Histogram,
-    matched: u64,
-    unmatched: u64,
-    /// Timestamps without a software time (not counted as matched or unmatched).
-    orphans: u64,
-    /// Packets given up on because their ring slot was needed again.
-    evicted: u64,
     samples: Option<SampleWriter>,
 }
 
 impl TxBook {
-    fn note_sent(&mut self, p: Pending) -> Result<()> {
-        let idx = p.id as usize % TX_RING;
-        let old = std::mem::replace(&mut self.ring[idx], p);
-        if old.used {
+    fn note_sent(&mut self, id: u32, p: Pending) -> Result<()> {
+        match self.tx.note_sent(id, p) {
             // Its timestamp never came (the kernel dropped it): give up on it.
-            self.evicted += 1;
-            self.write_row(&old, None)?;
+            Some(old) => write_row(&mut self.samples, &old, None),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    fn on_tx(&mut self, id: u32, ts: i64) -> Result<()> {
-        let idx = id as usize % TX_RING;
-        let p = self.ring[idx];
-        if !p.used || p.id != id {
-            self.unmatched += 1;
+    fn on_tx(&mut self, map: &ClockMap, id: u32, software: Option<Instant>) -> Result<()> {
+        let Some((p, sw)) = self.tx.on_timestamp(id, software) else {
             return Ok(());
-        }
-        self.ring[idx].used = false;
-        self.matched += 1;
+        };
+        let ts = to_run_clock(map, sw);
         self.tx_from_send.record(ts.saturating_sub(p.t_send));
         self.tx_from_wake.record(ts.saturating_sub(p.t_wake));
-        self.write_row(&p, Some(ts))
-    }
-
-    fn write_row(&mut self, p: &Pending, tx: Option<i64>) -> Result<()> {
-        if let Some(w) = self.samples.as_mut() {
-            w.row(&[
-                i64::try_from(p.seq).ok(),
-                i64::try_from(p.frame).ok(),
-                Some(p.t0),
-                Some(p.t_wake),
-                Some(p.t_send),
-                tx,
-                tx.map(|t| t.saturating_sub(p.t_send)),
-                Some(p.t_wake.saturating_sub(p.t0)),
-            ])?;
-        }
-        Ok(())
+        write_row(&mut self.samples, &p, Some(ts))
     }
 
     /// Writes the rows still waiting (no TX timestamp came), in sequence order.
     fn flush_unmatched(&mut self) -> Result<u64> {
-        let mut left: Vec<Pending> = self.ring.iter().filter(|p| p.used).copied().collect();
-        left.sort_unstable_by_key(|p| p.seq);
-        for p in &left {
-            self.write_row(p, None)?;
+        let mut left = 0;
+        for p in self.tx.drain_unmatched() {
+            write_row(&mut self.samples, &p, None)?;
+            left += 1;
         }
-        self.ring.iter_mut().for_each(|p| p.used = false);
-        Ok(left.len() as u64)
+        Ok(left)
     }
+}
+
+fn write_row(samples: &mut Option<SampleWriter>, p: &Pending, tx: Option<i64>) -> Result<()> {
+    if let Some(w) = samples.as_mut() {
+        w.row(&[
+            i64::try_from(p.seq).ok(),
+            i64::try_from(p.frame).ok(),
+            Some(p.t0),
+            Some(p.t_wake),
+            Some(p.t_send),
+            tx,
+            tx.map(|t| t.saturating_sub(p.t_send)),
+            Some(p.t_wake.saturating_sub(p.t0)),
+        ])?;
+    }
+    Ok(())
 }
 
 fn drain_tx(sock: &UdpSocket, map: &ClockMap, book: &mut TxBook, max: usize) -> Result<usize> {
@@ -590,10 +576,7 @@ fn drain_tx(sock: &UdpSocket, map: &ClockMap, book: &mut TxBook, max: usize) -> 
         match sock.poll_tx_timestamp() {
             Ok(Some(ts)) => {
                 n += 1;
-                match ts.software {
-                    Some(sw) => book.on_tx(ts.id, to_run_clock(map, sw))?,
-                    None => book.orphans += 1,
-                }
+                book.on_tx(map, ts.id, ts.software)?;
             }
             Ok(None) => break,
             Err(e) => return Err(e).context("reading TX timestamps"),
@@ -705,13 +688,9 @@ pub fn run(args: StreamArgs) -> Result<()> {
     let map = ClockMap::measure(clock);
 
     let mut book = TxBook {
-        ring: vec![Pending::default(); TX_RING],
+        tx: TxMatcher::new(TX_RING),
         tx_from_send: Histogram::new(),
         tx_from_wake: Histogram::new(),
-        matched: 0,
-        unmatched: 0,
-        orphans: 0,
-        evicted: 0,
         samples: out.sample_writer(&[
             "seq",
             "frame",
@@ -832,15 +811,16 @@ pub fn run(args: StreamArgs) -> Result<()> {
                 last_send = t_send;
                 source.sent(release, t0, t_send, wire);
                 l_i.record(wake.ns.saturating_sub(t0));
-                book.note_sent(Pending {
-                    used: true,
+                book.note_sent(
                     id,
-                    seq,
-                    frame,
-                    t0,
-                    t_wake: wake.ns,
-                    t_send,
-                })?;
+                    Pending {
+                        seq,
+                        frame,
+                        t0,
+                        t_wake: wake.ns,
+                        t_send,
+                    },
+                )?;
             }
             Err(e) => errors.count(&e),
         }
@@ -849,8 +829,8 @@ pub fn run(args: StreamArgs) -> Result<()> {
         // charged to the receive buffer and drops what does not fit).
         if tx_ts {
             let next_due = source.next_due(wire)?.0;
-            while book.matched + book.unmatched + book.orphans < sent {
-                let waiting = sent - (book.matched + book.unmatched + book.orphans);
+            while book.tx.outstanding() > 0 {
+                let waiting = book.tx.outstanding();
                 let slack = next_due.saturating_sub(waiter.now().ns);
                 if waiting < DRAIN_FORCE && slack < DRAIN_SLACK.as_nanos() {
                     break;
@@ -870,15 +850,13 @@ pub fn run(args: StreamArgs) -> Result<()> {
     // Collect the last TX timestamps.
     if tx_ts {
         let until = std::time::Instant::now() + FINAL_DRAIN;
-        while book.matched + book.unmatched + book.orphans < sent
-            && std::time::Instant::now() < until
-        {
+        while book.tx.outstanding() > 0 && std::time::Instant::now() < until {
             if drain_tx(&sock, &map, &mut book, usize::MAX)? == 0 {
                 std::thread::sleep(StdDuration::from_millis(1));
             }
         }
     }
-    let tx_missing = book.flush_unmatched()? + book.evicted;
+    let tx_missing = book.flush_unmatched()? + book.tx.counts().evicted;
 
     let counters = source.counters();
     let achieved = pacer::achieved_pps(sent, first_send.unwrap_or(0), last_send);
@@ -923,7 +901,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
             args.wait.strategy
         ));
     }
-    if tx_ts && book.matched == 0 && sent > 0 {
+    if tx_ts && book.tx.counts().matched == 0 && sent > 0 {
         doc.warn("no software TX timestamp came back: the sender reports no L_Tx".to_string());
     }
 
@@ -938,9 +916,9 @@ pub fn run(args: StreamArgs) -> Result<()> {
     doc.insert("skipped_slots", counters.skipped);
     doc.insert("max_backlog_periods", counters.max_backlog);
     doc.insert("send_errors", &errors);
-    doc.insert("tx_timestamps", book.matched);
+    doc.insert("tx_timestamps", book.tx.counts().matched);
     doc.insert("tx_timestamps_missing", tx_missing);
-    doc.insert("tx_timestamps_unmatched", book.unmatched);
+    doc.insert("tx_timestamps_unmatched", book.tx.counts().unmatched);
     doc.insert("clock_map_uncertainty_ns", map.uncertainty_ns());
     doc.insert("l_i", &l_i_s);
     doc.insert("l_tx_from_send", &tx_send_s);
@@ -1006,7 +984,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
         ("send errors", errors.total().to_string()),
         (
             "TX timestamps",
-            format!("{} ({} missing)", book.matched, tx_missing),
+            format!("{} ({} missing)", book.tx.counts().matched, tx_missing),
         ),
     ];
     if let Some(r) = &shaper_report {
