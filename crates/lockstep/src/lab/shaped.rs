@@ -46,13 +46,14 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use lockstep_core::units::{BitRate, Size};
-use lockstep_core::Duration;
+use lockstep_core::{ClockId, Duration};
 use lockstep_netcalc::{fifo_port, PortFlow, Q};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::scenario::{ScenarioError, Source};
 use crate::export;
+use lockstep_linux::now;
 use lockstep_linux::rusage::{self, MachineCpu};
 use lockstep_linux::tc::{self, QdiscStats};
 
@@ -757,16 +758,6 @@ impl Observed {
     }
 }
 
-fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
 fn read_json(p: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
 }
@@ -806,7 +797,7 @@ pub fn run_one(
                 .with_context(|| format!("setting up {kind} on {ns}"))?;
         }
         let exe = std::env::current_exe().context("finding the lockstep binary")?;
-        let start = monotonic_ns() + 1_500_000_000;
+        let start = now(ClockId::Monotonic).ns + 1_500_000_000;
         let cmds = s.commands(kind, ts, start, dir);
         let mut children: Vec<(String, Child)> = Vec::new();
         for (i, (host, args)) in cmds.iter().enumerate() {
@@ -831,12 +822,12 @@ pub fn run_one(
         }
         // The machine's CPU time over the sending window: from the common start to
         // the moment the last shaped sender exits.
-        let wait = start - monotonic_ns();
+        let wait = start - now(ClockId::Monotonic).ns;
         if wait > 0 {
             std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
         }
         let m0 = rusage::machine_cpu();
-        let t0 = monotonic_ns();
+        let t0 = now(ClockId::Monotonic).ns;
         // streams first (A, C, D, E), then the sinks (they stop after an idle second)
         for (name, c) in children.iter_mut().skip(2) {
             let st = c.wait().with_context(|| format!("waiting for {name}"))?;
@@ -845,7 +836,7 @@ pub fn run_one(
             }
         }
         let m1 = rusage::machine_cpu();
-        o.machine_window_ns = Some(monotonic_ns() - t0);
+        o.machine_window_ns = Some(now(ClockId::Monotonic).ns - t0);
         o.machine = m0.zip(m1).map(|(a, b)| b.since(a));
         for (name, c) in children.iter_mut().take(2) {
             let st = c.wait().with_context(|| format!("waiting for {name}"))?;
