@@ -12,10 +12,12 @@
 //! [`Group`] holds several children, each tagged with a kind of the caller's: it
 //! notices which exited ([`Group::poll`]), counts those still running, stops a subset
 //! or all of them with their grace periods overlapping, and stops every one still
-//! running when dropped (an error, a panic, Ctrl-C).
+//! running when dropped (an error, a panic, a run given up after Ctrl-C).
 //!
 //! A child is only reaped here, and only signalled while it has not been reaped, so the
 //! PID (and process group) signalled is always the child's own, never a reused one.
+//! The other side of that rule: once a child has exited, processes it started and
+//! left behind in its group are not signalled any more.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
