@@ -40,6 +40,10 @@
 //! - [`tc`]: tbf/htb shaping and detection of the qdiscs a kernel lacks (taprio, etf,
 //!   fq, netem).
 //! - [`cmd`]: running `ip` and `tc` with their stderr in typed errors.
+//! - [`proc`]: the one supervisor of child processes: started in a namespace, in a
+//!   process group of their own, output to files; stopped with SIGTERM, then SIGKILL
+//!   after a grace period, and always on drop.
+//! - [`rps`]: Receive Packet Steering, where an interface's receive work runs.
 //!
 //! Unsafe code is confined to small blocks around `libc` calls, each with a
 //! `// SAFETY:` comment.
@@ -55,6 +59,8 @@ pub mod iface;
 pub mod netns;
 pub mod packet;
 pub mod poll;
+pub mod proc;
+pub mod rps;
 pub mod rt;
 pub mod rusage;
 pub mod signal;

@@ -64,6 +64,30 @@ impl NetError {
             _ => None,
         }
     }
+
+    /// The passing condition behind a failed send or receive, if it is one.
+    pub fn transient(&self) -> Option<Transient> {
+        match self.raw_os_error()? {
+            libc::ENOBUFS => Some(Transient::NoBuffers),
+            // EWOULDBLOCK is the same number on Linux
+            libc::EAGAIN => Some(Transient::WouldBlock),
+            libc::ECONNREFUSED => Some(Transient::Refused),
+            _ => None,
+        }
+    }
+}
+
+/// Failures of a send or receive that a probe counts and goes on after
+/// ([`NetError::transient`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transient {
+    /// ENOBUFS: a full device queue or socket buffer.
+    NoBuffers,
+    /// EAGAIN / EWOULDBLOCK: the socket could not take or give a datagram right now.
+    WouldBlock,
+    /// ECONNREFUSED: an ICMP port unreachable came back to a connected socket (nobody
+    /// listening there, or not yet).
+    Refused,
 }
 
 /// How a receive waits ([`crate::udp::UdpSocket::recv`], the batch receives).
@@ -300,4 +324,29 @@ pub(crate) fn set_rcvtimeo(fd: RawFd, ns: i64) -> Result<(), NetError> {
         op: "setsockopt(SO_RCVTIMEO)",
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(errno: i32) -> NetError {
+        NetError::Io {
+            op: "sendto",
+            source: io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    #[test]
+    fn transient_failures_are_classified() {
+        assert_eq!(io(libc::ENOBUFS).transient(), Some(Transient::NoBuffers));
+        assert_eq!(io(libc::EAGAIN).transient(), Some(Transient::WouldBlock));
+        assert_eq!(
+            io(libc::EWOULDBLOCK).transient(),
+            Some(Transient::WouldBlock)
+        );
+        assert_eq!(io(libc::ECONNREFUSED).transient(), Some(Transient::Refused));
+        assert_eq!(io(libc::EPERM).transient(), None);
+        assert_eq!(NetError::InvalidDscp(64).transient(), None);
+    }
 }

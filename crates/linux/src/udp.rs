@@ -25,7 +25,7 @@ use crate::sockopt::{
     batch_recv_plan, getsockopt, is_timestamping, recv_errqueue, recv_mmsg, set_rcvtimeo,
     setsockopt, CmsgBuf, MsgResult, CMSG_CAPACITY, SCM_TSTAMP_SND,
 };
-pub use crate::sockopt::{NetError, RecvMode};
+pub use crate::sockopt::{NetError, RecvMode, Transient};
 use crate::sys::{last_error, ns_to_timespec};
 
 fn io_err(op: &'static str) -> NetError {

@@ -747,3 +747,78 @@ fn interfaces_are_seen_and_changed_only_inside_their_namespace() {
         );
     });
 }
+
+#[test]
+fn supervised_children_run_in_their_namespace_and_rps_is_set_there() {
+    use lockstep_linux::proc::{Group, Netns, Spec};
+    use lockstep_linux::rps;
+
+    with_cleanup_check("supervised_children_in_namespace", |base| {
+        let p = pair(base);
+        let dir = std::env::temp_dir().join(format!("{base}-proc"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mac_b = iface::format_mac(&p.mac_b);
+        // entered with setns: the namespace's interfaces, the host's /sys
+        let mut g: Group<()> = Group::new();
+        let enter = Spec::new("enter", "ip")
+            .args(["-o", "link", "show", "dev", &p.if_b])
+            .netns(Netns::Enter(p.b.name().to_string()))
+            .stdout(dir.join("enter.out"));
+        let exec = Spec::new("exec", "cat")
+            .args([format!("/sys/class/net/{}/address", p.if_b)])
+            .netns(Netns::Exec(p.b.name().to_string()))
+            .stdout(dir.join("exec.out"))
+            .stderr(dir.join("exec.err"));
+        g.spawn((), enter).unwrap();
+        g.spawn((), exec).unwrap();
+        assert!(g.wait_until(|_| true, StdInstant::now() + CAP));
+        for (_, c) in g.iter() {
+            assert!(
+                c.status().is_some_and(|s| s.success()),
+                "{}: {}",
+                c.name(),
+                c.stderr_tail()
+            );
+        }
+        let enter = std::fs::read_to_string(dir.join("enter.out")).unwrap();
+        assert!(enter.contains(&mac_b), "{enter}");
+        // through ip netns exec: /sys is the namespace's
+        let exec = std::fs::read_to_string(dir.join("exec.out")).unwrap();
+        assert_eq!(exec.trim(), mac_b);
+
+        // a child in the namespace is stopped with its group when the group is dropped
+        let mut g: Group<()> = Group::new();
+        let pid = g
+            .spawn(
+                (),
+                Spec::new("sleep", "sleep")
+                    .args(["30"])
+                    .netns(Netns::Exec(p.b.name().to_string())),
+            )
+            .unwrap()
+            .pid();
+        assert!(netns::pids(p.b.name()).unwrap().contains(&pid));
+        drop(g);
+        assert!(!netns::pids(p.b.name()).unwrap().contains(&pid));
+
+        // RPS of the veth end in B, read back through B's /sys
+        let read_mask = || {
+            let path = rps::mask_path(&p.if_b);
+            cmd::ip(&["netns", "exec", p.b.name(), "cat", &path]).unwrap()
+        };
+        rps::set_cpus(p.b.name(), &p.if_b, 1).unwrap();
+        let mask = read_mask();
+        assert!(mask.trim().trim_start_matches(['0', ',']) == "1", "{mask}");
+        rps::set_cpus(p.b.name(), &p.if_b, 0).unwrap();
+        let mask = read_mask();
+        assert!(mask.trim().chars().all(|c| c == '0' || c == ','), "{mask}");
+        let e = rps::set_cpus(p.b.name(), "lst-nosuchdev", 1).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "could not write /sys/class/net/lst-nosuchdev/queues/rx-0/rps_cpus in "
+            ),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    });
+}

@@ -6,7 +6,6 @@
 //! this file parses options, prints and maps errors to exit statuses.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -308,12 +307,13 @@ fn run_holding(us: i32, command: &[String]) -> Result<()> {
             .unwrap_or_else(|e| format!("unreadable: {e}")),
         command.join(" ")
     );
-    let status = Command::new(&command[0]).args(&command[1..]).status();
+    let status = lockstep_linux::proc::run_attached(command);
     drop(guard);
+    let program = command.first().map_or("", String::as_str);
     match status {
         Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(CheckFailed(format!("{} exited with {s}", command[0])).into()),
-        Err(e) => Err(UsageError(format!("cannot run {}: {e}", command[0])).into()),
+        Ok(s) => Err(CheckFailed(format!("{program} exited with {s}")).into()),
+        Err(e) => Err(UsageError(format!("cannot run {program}: {e}")).into()),
     }
 }
 

@@ -1,6 +1,10 @@
 //! `lockstep`: one binary, many subcommands. This file is the edge: it parses the
 //! command line, runs the subcommand and turns errors into SPEC §8 exit statuses
 //! (0 ok, 1 a requested check failed, 2 usage or input error, 3 environment problem).
+//!
+//! System calls, child processes and `unsafe` code live in `lockstep-linux`, never here.
+
+#![forbid(unsafe_code)]
 
 mod calc;
 mod cli;

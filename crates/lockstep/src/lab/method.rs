@@ -32,11 +32,12 @@
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use lockstep_core::units::Size;
 use lockstep_core::Duration;
+use lockstep_linux::proc::{Netns, Proc, Spec};
+use lockstep_linux::rps;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
@@ -732,79 +733,20 @@ impl Drop for NsPair {
     }
 }
 
-/// Steers the receive processing of `dev` in `ns` to `cpus` (RPS; 0 = off).
-pub fn set_rps(ns: &str, dev: &str, mask: u64) -> Result<()> {
-    let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
-    let st = Command::new("ip")
-        .args(["netns", "exec", ns, "sh", "-c"])
-        .arg(format!("echo {mask:x} > {path}"))
-        .status()
-        .context("running ip netns exec")?;
-    if !st.success() {
-        bail!("could not write {path} in {ns} (a kernel without RPS?)");
-    }
-    Ok(())
-}
+/// How long a background process that is stopped (the load, an iperf3 server) has
+/// between SIGTERM and SIGKILL.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A process started by the lab (killed with its group on drop if still running).
-pub struct Proc {
-    pub name: String,
-    pub child: Child,
-}
-
-impl Proc {
-    /// `ip netns exec NS <argv>` (or the root namespace), stdout/stderr to files in
-    /// `dir`, in a process group of its own.
-    pub fn spawn(name: &str, ns: Option<&str>, argv: &[String], dir: &Path) -> Result<Proc> {
-        use std::os::unix::process::CommandExt;
-        let out = std::fs::File::create(dir.join(format!("{name}.json")))?;
-        let err = std::fs::File::create(dir.join(format!("{name}.log")))?;
-        let mut c = match ns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]);
-                c.args(argv);
-                c
-            }
-            None => {
-                let mut c = Command::new(&argv[0]);
-                c.args(&argv[1..]);
-                c
-            }
-        };
-        let child = c
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {name} ({})", argv.join(" ")))?;
-        Ok(Proc {
-            name: name.to_string(),
-            child,
-        })
-    }
-
-    pub fn wait(&mut self) -> Result<std::process::ExitStatus> {
-        self.child
-            .wait()
-            .with_context(|| format!("waiting for {}", self.name))
-    }
-
-    /// SIGTERM to the process group, then reap.
-    pub fn stop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let pgid = self.child.id() as i32;
-            // SAFETY: kill has no memory arguments; the group is the one we created.
-            unsafe { libc::kill(-pgid, libc::SIGTERM) };
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// Starts `argv` as `name`: through `ip netns exec NS` when `ns` is given, else in
+/// this namespace; stdout to `dir/<name>.json`, stderr to `dir/<name>.log`; in a
+/// process group of its own, stopped with it when dropped.
+pub fn spawn(name: &str, ns: Option<&str>, argv: &[String], dir: &Path) -> Result<Proc> {
+    let netns = ns.map_or(Netns::Inherit, |ns| Netns::Exec(ns.to_string()));
+    let spec = Spec::from_argv(name, argv)
+        .netns(netns)
+        .stdout(dir.join(format!("{name}.json")))
+        .stderr(dir.join(format!("{name}.log")));
+    Ok(spec.spawn()?)
 }
 
 pub fn read_json(p: &Path) -> Option<serde_json::Value> {
@@ -998,7 +940,7 @@ fn run_one(
     let ns = NsPair::build(tag)?;
     let mask_same = 1u64 << j.sink_cpu;
     let mask_other = 1u64 << j.sender_cpu;
-    set_rps(
+    rps::set_cpus(
         &ns.b,
         "eth0",
         if setup.irq == IrqPlace::Same {
@@ -1016,13 +958,13 @@ fn run_one(
     };
     let secs = (j.duration.as_nanos() / 1_000_000_000 + 4) as u64;
     let mut load = match load_command(setup.load, secs) {
-        Ok(Some(argv)) => Some(Proc::spawn("load", None, &argv, dir)?),
+        Ok(Some(argv)) => Some(spawn("load", None, &argv, dir)?),
         Ok(None) => None,
         Err(e) => bail!("{e}"),
     };
     let (sink, stream) = run_commands(j, setup);
     let mut noise = match (j.noise, j.noise_cpu) {
-        (true, Some(c)) => Some(Proc::spawn(
+        (true, Some(c)) => Some(spawn(
             "noise",
             None,
             &fill_exe(noise_command(j, c), &exe),
@@ -1030,9 +972,9 @@ fn run_one(
         )?),
         _ => None,
     };
-    let mut sink = Proc::spawn("sink", Some(&ns.b), &fill_exe(sink, &exe), dir)?;
+    let mut sink = spawn("sink", Some(&ns.b), &fill_exe(sink, &exe), dir)?;
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let mut stream = Proc::spawn("stream", Some(&ns.a), &fill_exe(stream, &exe), dir)?;
+    let mut stream = spawn("stream", Some(&ns.a), &fill_exe(stream, &exe), dir)?;
     let st = stream.wait()?;
     if !st.success() {
         r.note = Some(format!(
@@ -1051,7 +993,7 @@ fn run_one(
         let _ = n.wait();
     }
     if let Some(l) = load.as_mut() {
-        l.stop();
+        l.stop(STOP_GRACE);
     }
     if let Some(v) = read_json(&dir.join("sink.json")) {
         r.metrics = sink_metrics(&v);
@@ -1072,7 +1014,7 @@ fn run_noise_slot(j: &Jitter, round: u32, dir: &Path) -> Result<RunResult> {
         DmaLatency::Hold => lockstep_linux::rt::DmaLatencyGuard::hold(0).ok(),
         DmaLatency::Release => None,
     };
-    let mut p = Proc::spawn(
+    let mut p = spawn(
         "noise",
         None,
         &fill_exe(noise_command(j, j.sink_cpu), &exe),

@@ -29,10 +29,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use lockstep_core::Duration;
+use lockstep_linux::proc::{Group, Proc};
+use lockstep_linux::rps;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::method::{exe, read_json, set_rps, Proc};
+use super::method::{exe, read_json, spawn, STOP_GRACE};
 use super::scenario::{ScenarioError, Source};
 
 /// garcia Table 2 (µs): mean, p99, std-dev.
@@ -401,27 +403,24 @@ fn run_one(r: &RtService, c: Config, tag: &str, dir: &Path) -> Result<Row> {
     match c {
         Config::Untuned | Config::RtPriority => {}
         Config::DedicatedCpu => {
-            set_rps(&star.srv, "eth0", rt_mask)?;
+            rps::set_cpus(&star.srv, "eth0", rt_mask)?;
             for i in 1..=r.bulk_streams {
-                set_rps(&star.srv, &format!("eth{i}"), other_mask)?;
+                rps::set_cpus(&star.srv, &format!("eth{i}"), other_mask)?;
             }
         }
         // The polling thread never sleeps: the requests' receive work stays where the
         // veth hands it over (the client's CPU), the thread only reads its socket.
         Config::SeparatedRtPath => {
             for i in 1..=r.bulk_streams {
-                set_rps(&star.srv, &format!("eth{i}"), other_mask)?;
+                rps::set_cpus(&star.srv, &format!("eth{i}"), other_mask)?;
             }
         }
     }
     let secs = (r.duration.as_nanos() / 1_000_000_000).max(1);
-    let mut procs: Vec<Proc> = Vec::new();
-    procs.push(Proc::spawn(
-        "server",
-        Some(&star.srv),
-        &server_command(r, c, &exe),
-        dir,
-    )?);
+    // the servers, stopped together at the end (or on drop)
+    let mut servers: Group<()> = Group::new();
+    let server = spawn("server", Some(&star.srv), &server_command(r, c, &exe), dir)?;
+    servers.push((), server);
     for i in 1..=r.bulk_streams {
         let mut argv = bulk_prefix(r, c);
         argv.extend([
@@ -433,12 +432,8 @@ fn run_one(r: &RtService, c: Config, tag: &str, dir: &Path) -> Result<Row> {
             s("-p"),
             (5200 + i).to_string(),
         ]);
-        procs.push(Proc::spawn(
-            &format!("iperf3-server-{i}"),
-            Some(&star.srv),
-            &argv,
-            dir,
-        )?);
+        let name = format!("iperf3-server-{i}");
+        servers.push((), spawn(&name, Some(&star.srv), &argv, dir)?);
     }
     std::thread::sleep(std::time::Duration::from_millis(500));
     let mut clients: Vec<Proc> = Vec::new();
@@ -455,17 +450,12 @@ fn run_one(r: &RtService, c: Config, tag: &str, dir: &Path) -> Result<Row> {
             (secs + 2).to_string(),
             s("--json"),
         ]);
-        clients.push(Proc::spawn(
-            &format!("iperf3-client-{i}"),
-            Some(ns),
-            &argv,
-            dir,
-        )?);
+        clients.push(spawn(&format!("iperf3-client-{i}"), Some(ns), &argv, dir)?);
     }
     // the bulk streams ramp up for a second before the measurement starts
     std::thread::sleep(std::time::Duration::from_secs(1));
     let m0 = lockstep_linux::rusage::machine_cpu();
-    let mut client = Proc::spawn("client", Some(&star.cli), &client_command(r, &exe), dir)?;
+    let mut client = spawn("client", Some(&star.cli), &client_command(r, &exe), dir)?;
     let st = client.wait()?;
     let m1 = lockstep_linux::rusage::machine_cpu();
     if !st.success() {
@@ -474,12 +464,10 @@ fn run_one(r: &RtService, c: Config, tag: &str, dir: &Path) -> Result<Row> {
     for p in clients.iter_mut() {
         let st = p.wait()?;
         if !st.success() {
-            row.notes.push(format!("{} exited with {st}", p.name));
+            row.notes.push(format!("{} exited with {st}", p.name()));
         }
     }
-    for p in procs.iter_mut() {
-        p.stop();
-    }
+    servers.stop(|_| true, STOP_GRACE);
     if let (Some(a), Some(b)) = (m0, m1) {
         let d = b.since(a);
         let total = d.user_ns

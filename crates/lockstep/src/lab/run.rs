@@ -16,16 +16,16 @@
 //! DIR/<run>/logs/         each process's stdout/stderr (nodes, load)
 //! ```
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use lockstep_core::tdp::Role;
 use lockstep_core::{ClockId, Duration};
-use lockstep_linux::{cmd, netns, signal};
+use lockstep_linux::proc::{Group, Netns, Spec};
+use lockstep_linux::{cmd, signal};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -33,7 +33,7 @@ use super::plan::{plan, LoadPlan, Plan};
 use super::results::{collect, FlowLine};
 use super::scenario::{fmt_bit_rate, LoadProto, LoadTool, RouterLayout, RunSpec, Scenario};
 use super::tables;
-use super::topo::{new_run_id, ns_name, signal_pid, Topology};
+use super::topo::{new_run_id, ns_name, Topology};
 use crate::node::config::NodeFile;
 use crate::report::html::{render, LabReport, RunReport};
 use crate::report::{write_atomic, ResultDoc};
@@ -128,16 +128,8 @@ impl Progress {
     }
 }
 
-/// A process the lab started.
-struct Proc {
-    name: String,
-    /// Routers and receivers outlive the senders by the drain time.
-    kind: ProcKind,
-    child: Child,
-    stderr: PathBuf,
-    status: Option<std::process::ExitStatus>,
-}
-
+/// What a process of a run is: routers and receivers outlive the senders by the
+/// drain time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ProcKind {
     Node,
@@ -146,114 +138,40 @@ enum ProcKind {
 }
 
 /// Every process of a run; whatever still runs when this is dropped is stopped.
-#[derive(Default)]
-struct Procs(Vec<Proc>);
+type Procs = Group<ProcKind>;
 
-impl Procs {
-    #[allow(clippy::too_many_arguments)]
-    fn spawn(
-        &mut self,
-        ns: &str,
-        program: &Path,
-        args: &[String],
-        logs: &Path,
-        name: &str,
-        kind: ProcKind,
-    ) -> Result<()> {
-        let out = logs.join(format!("{name}.out"));
-        let err = logs.join(format!("{name}.err"));
-        let mut c = netns::command(ns, program)?;
-        c.args(args)
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).with_context(|| format!("creating {}", out.display()))?)
-            .stderr(File::create(&err).with_context(|| format!("creating {}", err.display()))?);
-        let child = c
-            .spawn()
-            .with_context(|| format!("starting {} in {ns}", program.display()))?;
-        self.0.push(Proc {
-            name: name.to_string(),
-            kind,
-            child,
-            stderr: err,
-            status: None,
-        });
-        Ok(())
-    }
-
-    /// Notes exits; returns the first node that failed (non-zero status).
-    fn poll(&mut self) -> Option<String> {
-        let mut failed = None;
-        for p in &mut self.0 {
-            if p.status.is_none() {
-                if let Ok(Some(s)) = p.child.try_wait() {
-                    p.status = Some(s);
-                    if !s.success() && p.kind == ProcKind::Node && failed.is_none() {
-                        failed = Some(format!("{} exited with {s}: {}", p.name, tail(&p.stderr)));
-                    }
-                }
-            }
-        }
-        failed
-    }
-
-    fn running(&self, kind: ProcKind) -> usize {
-        self.0
-            .iter()
-            .filter(|p| p.kind == kind && p.status.is_none())
-            .count()
-    }
-
-    fn exited_early(&self, kind: ProcKind) -> Option<&Proc> {
-        self.0.iter().find(|p| p.kind == kind && p.status.is_some())
-    }
-
-    /// SIGTERM to every running process of `kind`, then SIGKILL after `grace`.
-    fn stop(&mut self, kind: Option<ProcKind>, grace: StdDuration) {
-        for p in &mut self.0 {
-            if p.status.is_none() && kind.is_none_or(|k| k == p.kind) {
-                let _ = signal_pid(p.child.id(), "TERM");
-            }
-        }
-        let deadline = StdInstant::now() + grace;
-        while StdInstant::now() < deadline {
-            self.poll();
-            if self
-                .0
-                .iter()
-                .all(|p| p.status.is_some() || kind.is_some_and(|k| k != p.kind))
-            {
-                return;
-            }
-            std::thread::sleep(StdDuration::from_millis(20));
-        }
-        for p in &mut self.0 {
-            if p.status.is_none() && kind.is_none_or(|k| k == p.kind) {
-                let _ = p.child.kill();
-                p.status = p.child.wait().ok();
-            }
-        }
-    }
+/// Starts `program args` in namespace `ns`, its output in `logs/<name>.out|.err`. It
+/// stays in this process's group: a Ctrl-C at the terminal reaches it too.
+fn spawn(
+    procs: &mut Procs,
+    ns: &str,
+    program: &Path,
+    args: &[String],
+    logs: &Path,
+    name: &str,
+    kind: ProcKind,
+) -> Result<()> {
+    let spec = Spec::new(name, program)
+        .args(args)
+        .netns(Netns::Enter(ns.to_string()))
+        .stdout(logs.join(format!("{name}.out")))
+        .stderr(logs.join(format!("{name}.err")))
+        .in_caller_group();
+    procs.spawn(kind, spec)?;
+    Ok(())
 }
 
-impl Drop for Procs {
-    fn drop(&mut self) {
-        if self.0.iter().any(|p| p.status.is_none()) {
-            self.stop(None, StdDuration::from_secs(2));
-        }
-    }
+/// Notes exits; returns the first node among them that failed (non-zero status).
+fn node_failure(procs: &mut Procs) -> Option<String> {
+    procs.poll().into_iter().find_map(|(kind, p)| {
+        let s = p.status().filter(|s| !s.success())?;
+        (kind == ProcKind::Node)
+            .then(|| format!("{} exited with {s}: {}", p.name(), p.stderr_tail()))
+    })
 }
 
-/// The last lines of a log file, for error messages.
-fn tail(path: &Path) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(3);
-    let t = lines[start..].join(" | ");
-    if t.is_empty() {
-        format!("(nothing on stderr; see {})", path.display())
-    } else {
-        t
-    }
+fn is_node(k: ProcKind) -> bool {
+    k == ProcKind::Node
 }
 
 /// What a load did.
@@ -573,7 +491,8 @@ fn run_one(
             (duration + drain).to_string(),
             "-q".into(),
         ]);
-        procs.spawn(
+        spawn(
+            &mut procs,
             &ns_name(&run_id, first),
             &exe,
             &args,
@@ -608,7 +527,8 @@ fn run_one(
             d.to_string(),
             "-q".into(),
         ];
-        procs.spawn(
+        spawn(
+            &mut procs,
             &ns_name(&run_id, &n.name),
             &exe,
             &args,
@@ -624,7 +544,8 @@ fn run_one(
     for l in &p.loads {
         let (prog, args) = load_server_args(l, load_secs, &exe);
         let ns = ns_name(&run_id, &s.nodes[l.to].name);
-        procs.spawn(
+        spawn(
+            &mut procs,
             &ns,
             &prog,
             &args,
@@ -640,11 +561,11 @@ fn run_one(
         if signal::stop_requested() {
             bail!("interrupted");
         }
-        if let Some(f) = procs.poll() {
+        if let Some(f) = node_failure(&mut procs) {
             bail!("a node failed to start: {f}");
         }
-        if let Some(p) = procs.exited_early(ProcKind::Node) {
-            bail!("{} stopped before the start: {}", p.name, tail(&p.stderr));
+        if let Some(p) = procs.first_exited(is_node) {
+            bail!("{} stopped before the start: {}", p.name(), p.stderr_tail());
         }
         let missing: Vec<&str> = nodes
             .iter()
@@ -685,7 +606,8 @@ fn run_one(
     for l in &p.loads {
         let (prog, args) = load_client_args(l, duration, &exe);
         let ns = ns_name(&run_id, &s.nodes[l.from].name);
-        procs.spawn(
+        spawn(
+            &mut procs,
             &ns,
             &prog,
             &args,
@@ -700,25 +622,25 @@ fn run_one(
     let mut last_print = StdInstant::now();
     loop {
         if signal::stop_requested() {
-            procs.stop(None, StdDuration::from_secs(3));
+            procs.stop(|_| true, StdDuration::from_secs(3));
             bail!("interrupted");
         }
-        if let Some(f) = procs.poll() {
+        if let Some(f) = node_failure(&mut procs) {
             warnings.push(f.clone());
             progress.status("", true);
             progress.line(&format!("warning: {f}"));
         }
-        if procs.running(ProcKind::Node) == 0 {
+        if procs.running(is_node) == 0 {
             break;
         }
         let el = t_start.elapsed();
         if el > give_up {
             warnings.push(format!(
                 "{} node(s) still running {:.0}s after the end: stopped",
-                procs.running(ProcKind::Node),
+                procs.running(is_node),
                 el.as_secs_f64() - total.as_secs_f64()
             ));
-            procs.stop(Some(ProcKind::Node), StdDuration::from_secs(3));
+            procs.stop(is_node, StdDuration::from_secs(3));
             break;
         }
         if last_print.elapsed() >= StdDuration::from_millis(500) {
@@ -728,7 +650,7 @@ fn run_one(
                     "{:.1}s / {}  ({} nodes running)",
                     el.as_secs_f64().min(std_dur(duration).as_secs_f64()),
                     duration,
-                    procs.running(ProcKind::Node)
+                    procs.running(is_node)
                 ),
                 false,
             );
@@ -737,14 +659,11 @@ fn run_one(
     }
     progress.status(&format!("{duration} done"), true);
     // the load: clients are done by now; servers get a moment to report
-    let wait_until = StdInstant::now() + StdDuration::from_secs(5);
-    while procs.running(ProcKind::LoadClient) + procs.running(ProcKind::LoadServer) > 0
-        && StdInstant::now() < wait_until
-    {
-        procs.poll();
-        std::thread::sleep(StdDuration::from_millis(20));
-    }
-    procs.stop(None, StdDuration::from_secs(3));
+    procs.wait_until(
+        |k| !is_node(k),
+        StdInstant::now() + StdDuration::from_secs(5),
+    );
+    procs.stop(|_| true, StdDuration::from_secs(3));
     drop(procs);
     if opts.keep {
         eprintln!(

@@ -42,17 +42,18 @@
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use lockstep_core::units::{BitRate, Size};
-use lockstep_core::Duration;
+use lockstep_core::{ClockId, Duration};
 use lockstep_netcalc::{fifo_port, PortFlow, Q};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::scenario::{ScenarioError, Source};
 use crate::export;
+use lockstep_linux::now;
+use lockstep_linux::proc::{Netns, Proc, Spec};
 use lockstep_linux::rusage::{self, MachineCpu};
 use lockstep_linux::tc::{self, QdiscStats};
 
@@ -757,16 +758,6 @@ impl Observed {
     }
 }
 
-fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
 fn read_json(p: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
 }
@@ -780,6 +771,30 @@ const PROCS: [&str; 6] = [
     "stream-d",
     "stream-e",
 ];
+
+/// Starts `exe args` as `name` through `ip netns exec` in `host`'s namespace, stdout
+/// to `dir/<name>.json`, stderr to `dir/<name>.log`. It stays in this process's
+/// group, so a Ctrl-C at the terminal reaches it too.
+fn spawn(name: &str, host: &str, exe: &Path, args: &[String], dir: &Path) -> Result<Proc> {
+    let spec = Spec::new(name, exe)
+        .args(args)
+        .netns(Netns::Exec(ns_name(host)))
+        .stdout(dir.join(format!("{name}.json")))
+        .stderr(dir.join(format!("{name}.log")))
+        .in_caller_group();
+    Ok(spec.spawn()?)
+}
+
+/// Waits for each in turn; says which failed unless `quiet`.
+fn wait_all<'a>(procs: impl Iterator<Item = &'a mut Proc>, quiet: bool) -> Result<()> {
+    for p in procs {
+        let st = p.wait()?;
+        if !st.success() && !quiet {
+            eprintln!("  {} exited with {st}", p.name());
+        }
+    }
+    Ok(())
+}
 
 /// One run of `kind` at `ts`: build, set up the kernel shaper, start sinks then
 /// streams, wait, collect, tear down.
@@ -806,22 +821,12 @@ pub fn run_one(
                 .with_context(|| format!("setting up {kind} on {ns}"))?;
         }
         let exe = std::env::current_exe().context("finding the lockstep binary")?;
-        let start = monotonic_ns() + 1_500_000_000;
+        let start = now(ClockId::Monotonic).ns + 1_500_000_000;
         let cmds = s.commands(kind, ts, start, dir);
-        let mut children: Vec<(String, Child)> = Vec::new();
+        let mut children: Vec<Proc> = Vec::new();
         for (i, (host, args)) in cmds.iter().enumerate() {
             let name = PROCS.get(i).copied().unwrap_or("extra");
-            let out = std::fs::File::create(dir.join(format!("{name}.json")))?;
-            let err = std::fs::File::create(dir.join(format!("{name}.log")))?;
-            let child = Command::new("ip")
-                .args(["netns", "exec", &ns_name(host)])
-                .arg(&exe)
-                .args(args)
-                .stdout(Stdio::from(out))
-                .stderr(Stdio::from(err))
-                .spawn()
-                .with_context(|| format!("starting {name}"))?;
-            children.push((name.to_string(), child));
+            children.push(spawn(name, host, &exe, args, dir)?);
             if i == 1 {
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
@@ -831,28 +836,18 @@ pub fn run_one(
         }
         // The machine's CPU time over the sending window: from the common start to
         // the moment the last shaped sender exits.
-        let wait = start - monotonic_ns();
+        let wait = start - now(ClockId::Monotonic).ns;
         if wait > 0 {
             std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
         }
         let m0 = rusage::machine_cpu();
-        let t0 = monotonic_ns();
+        let t0 = now(ClockId::Monotonic).ns;
         // streams first (A, C, D, E), then the sinks (they stop after an idle second)
-        for (name, c) in children.iter_mut().skip(2) {
-            let st = c.wait().with_context(|| format!("waiting for {name}"))?;
-            if !st.success() && !quiet {
-                eprintln!("  {name} exited with {st}");
-            }
-        }
+        wait_all(children.iter_mut().skip(2), quiet)?;
         let m1 = rusage::machine_cpu();
-        o.machine_window_ns = Some(monotonic_ns() - t0);
+        o.machine_window_ns = Some(now(ClockId::Monotonic).ns - t0);
         o.machine = m0.zip(m1).map(|(a, b)| b.since(a));
-        for (name, c) in children.iter_mut().take(2) {
-            let st = c.wait().with_context(|| format!("waiting for {name}"))?;
-            if !st.success() && !quiet {
-                eprintln!("  {name} exited with {st}");
-            }
-        }
+        wait_all(children.iter_mut().take(2), quiet)?;
         if kind.qdisc().is_some() {
             for h in SHAPED {
                 o.qdisc.push(

@@ -18,8 +18,9 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 use anyhow::{anyhow, Context, Result};
 use lockstep_core::wire::EthernetAddress;
 use lockstep_linux::ethtool::{self, Offloads};
+use lockstep_linux::proc::{self, Signal};
 use lockstep_linux::tc::{self, TbfLimit};
-use lockstep_linux::{cmd, iface, netns};
+use lockstep_linux::{iface, netns};
 
 use super::plan::{NodePlan, Plan};
 
@@ -199,13 +200,6 @@ fn configure(n: &NodePlan) -> Result<Vec<String>> {
     Ok(notes)
 }
 
-/// Sends `signal` (`TERM`, `KILL`) to a process (the `kill` tool: the binary makes no
-/// system calls of its own).
-pub fn signal_pid(pid: u32, signal: &str) -> Result<()> {
-    cmd::run("kill", &[format!("-{signal}"), pid.to_string()])?;
-    Ok(())
-}
-
 /// Kills every process in the namespace, waits for them to go, deletes it.
 pub fn remove_namespace(ns: &str) -> Result<()> {
     if !netns::exists(ns) {
@@ -218,7 +212,7 @@ pub fn remove_namespace(ns: &str) -> Result<()> {
             break;
         }
         for pid in &pids {
-            let _ = signal_pid(*pid, "KILL");
+            let _ = proc::signal_pid(*pid, Signal::Kill);
         }
         if StdInstant::now() > deadline {
             return Err(anyhow!(

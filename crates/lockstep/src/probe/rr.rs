@@ -36,7 +36,7 @@ use lockstep_core::wire::{
 };
 use lockstep_core::{ClockId, Duration, Instant};
 use lockstep_linux::signal::stop_requested;
-use lockstep_linux::udp::{RecvMode, TimestampConfig, UdpSocket};
+use lockstep_linux::udp::{RecvMode, TimestampConfig, Transient, UdpSocket};
 use lockstep_linux::{clock, ClockMap, NetError, Waiter};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -181,7 +181,7 @@ struct SendErrors {
 impl SendErrors {
     fn count(&mut self, e: &NetError) {
         self.total += 1;
-        if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+        if e.transient() == Some(Transient::Refused) {
             self.refused += 1;
         }
         self.last = Some(e.to_string());
@@ -585,7 +585,7 @@ fn client(args: RrClientArgs) -> Result<()> {
                 Ok(got) => got,
                 // An ICMP port unreachable for an earlier request (connected socket):
                 // nobody listens there. Counted; the request times out as lost.
-                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                Err(e) if e.transient() == Some(Transient::Refused) => {
                     refused_rx += 1;
                     None
                 }

@@ -56,7 +56,7 @@ use lockstep_core::wire::{ProbePacket, ProbeRepr, HEADER_LEN};
 use lockstep_core::{Duration, Instant};
 use lockstep_linux::rusage::{self, CpuTime};
 use lockstep_linux::signal::stop_requested;
-use lockstep_linux::udp::{TimestampConfig, UdpSocket};
+use lockstep_linux::udp::{TimestampConfig, Transient, UdpSocket};
 use lockstep_linux::ClockMap;
 use serde::Serialize;
 use serde_json::Value;
@@ -490,11 +490,11 @@ pub(crate) struct SendErrors {
 
 impl SendErrors {
     pub(crate) fn count(&mut self, e: &lockstep_linux::NetError) {
-        match e.raw_os_error() {
-            Some(libc::ENOBUFS) => self.enobufs += 1,
-            Some(libc::EAGAIN) => self.eagain += 1,
-            Some(libc::ECONNREFUSED) => self.refused += 1,
-            _ => {
+        match e.transient() {
+            Some(Transient::NoBuffers) => self.enobufs += 1,
+            Some(Transient::WouldBlock) => self.eagain += 1,
+            Some(Transient::Refused) => self.refused += 1,
+            None => {
                 self.other += 1;
                 self.last_other = Some(e.to_string());
             }
