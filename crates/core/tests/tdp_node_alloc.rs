@@ -108,6 +108,7 @@ fn the_forwarding_path_does_not_allocate_once_warm() {
             prefix: "10.0.9.0/24".parse::<Prefix>().unwrap(),
             port: PortId(2),
             next_hop: Some(Ipv4Addr::new(10, 0, 2, 2)),
+            ttl: None,
         }],
         neighbours: vec![],
         flows: vec![],

@@ -41,7 +41,7 @@ use crate::nodefile::{LiveConfig, LiveFlow, NodeFile};
 
 use crate::scenario::{
     fmt_bit_rate, FlowRate, FlowSpec, LoadProto, LoadTool, RunMode, RunSpec, Scenario,
-    ScenarioError, Sources, IP_UDP_HEADERS,
+    ScenarioError, Sources, IP_UDP_HEADERS, SENDER_TTL,
 };
 
 /// UDP port every receiver listens on (flows are told apart by the probe's flow id).
@@ -107,6 +107,54 @@ pub struct NodePlan {
     /// The `lockstep node` file, `None` where no node process runs (a kernel-mode
     /// router, a host without flows).
     pub config: Option<NodeFile>,
+    /// An asynchronous host's own clock: a sender's (its node file carries it as
+    /// a longer frame, rounded to the nanosecond), and a receiver's, which reads
+    /// the time on the clock of the sender of its first flow. The simulator runs
+    /// these nodes on it; the lab has one clock for all and only the longer frame.
+    pub async_clock: Option<AsyncClock>,
+}
+
+/// How an asynchronous sender's clock differs from the routers'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncClock {
+    /// The routers' frame.
+    pub tf: Duration,
+    /// How much slower the sender's clock runs, in parts per billion.
+    pub slow_ppb: i64,
+}
+
+/// The clocks of the asynchronous hosts by node: the n-th sender's, and a
+/// receiver's, which is the clock of the sender of its first flow (one traffic
+/// generator sends and receives a flow, so its latencies are true delays).
+fn async_clocks(s: &Scenario, run: &RunSpec) -> HashMap<usize, AsyncClock> {
+    let mut out = HashMap::new();
+    if s.sources != Sources::Asynchronous {
+        return out;
+    }
+    let senders = (0..s.nodes.len()).filter(|&n| s.nodes[n].role == Role::Sender);
+    for (i, n) in senders.enumerate() {
+        let slow_ppb = slow_ppb(s, i as u32 + 1);
+        out.insert(
+            n,
+            AsyncClock {
+                tf: run.tf,
+                slow_ppb,
+            },
+        );
+    }
+    for f in &s.flows {
+        if let Some(&a) = out.get(&f.sender()) {
+            out.entry(f.receiver()).or_insert(a);
+        }
+    }
+    out
+}
+
+/// How much slower the `ordinal`-th asynchronous sender's clock runs (ppb).
+fn slow_ppb(s: &Scenario, ordinal: u32) -> i64 {
+    let load = i64::from(s.source_load_ppm.clamp(1, 1_000_000));
+    let from_load = 10i64.pow(15) / load - 1_000_000_000;
+    from_load + i64::from(s.source_drift_ppb) * i64::from(ordinal)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,10 +255,14 @@ pub fn flow_src(s: &Scenario, f: &FlowSpec) -> SocketAddrV4 {
 
 /// Per router: destination prefix → link to leave on (and the next node).
 type RouteMap = BTreeMap<Prefix, (usize, usize)>;
+/// Per router: (destination, arrival TTL) → link to leave on (and the next node).
+type TtlRouteMap = BTreeMap<(Prefix, u8), (usize, usize)>;
 
-/// Shortest-path routes to every link subnet, then the flows' host routes.
-fn routes(s: &Scenario) -> Result<Vec<RouteMap>, ScenarioError> {
+/// Shortest-path routes to every link subnet, then the flows' host routes (keyed
+/// by TTL too where a flow meets a router more than once).
+fn routes(s: &Scenario) -> Result<(Vec<RouteMap>, Vec<TtlRouteMap>), ScenarioError> {
     let n = s.nodes.len();
+    let mut by_ttl: Vec<TtlRouteMap> = vec![BTreeMap::new(); n];
     let mut out: Vec<RouteMap> = vec![BTreeMap::new(); n];
     for r in 0..n {
         if !s.nodes[r].is_router() {
@@ -250,14 +302,22 @@ fn routes(s: &Scenario) -> Result<Vec<RouteMap>, ScenarioError> {
             }
         }
     }
-    // Host routes along each flow's path, where it leaves the shortest one.
+    // Host routes along each flow's path, where it leaves the shortest one; a
+    // router a looping flow meets several times routes it on its arrival TTL.
     let mut host: BTreeMap<(usize, Prefix), (usize, usize, usize)> = BTreeMap::new();
     for (fi, f) in s.flows.iter().enumerate() {
         let dst = host_prefix(*flow_dst(s, f).ip());
-        for (j, &r) in f.routers().iter().enumerate() {
+        let routers = f.routers();
+        let ring = f.has_ring();
+        for (j, &r) in routers.iter().enumerate() {
             let (Some(&out_link), Some(&next)) = (f.links.get(j + 1), f.path.get(j + 2)) else {
                 continue;
             };
+            if ring && routers.iter().filter(|&&x| x == r).count() > 1 {
+                let ttl = SENDER_TTL - j as u8;
+                by_ttl[r].insert((dst, ttl), (out_link, next));
+                continue;
+            }
             match host.get(&(r, dst)) {
                 None => {
                     host.insert((r, dst), (out_link, next, fi));
@@ -290,7 +350,7 @@ fn routes(s: &Scenario) -> Result<Vec<RouteMap>, ScenarioError> {
             out[r].insert(dst, (link, next));
         }
     }
-    Ok(out)
+    Ok((out, by_ttl))
 }
 
 /// Reserved frames per cycle of a flow at `tf`.
@@ -397,14 +457,19 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
             }
         }
         let n = frames_per_cycle(s, f, tf)?;
+        // A looping flow may cross one link several times in the same slot: count
+        // every pass of this start on top of what is booked.
         let fits = |scheds: &Schedules, start: u32| {
+            let mut mine: HashMap<(usize, usize, u32), u128> = HashMap::new();
             hops.iter().zip(&off).all(|(&(l, from), &o)| {
                 let slot = (start + o) % k;
                 let used = scheds
                     .get(&(l, from))
                     .map(|p| p.row_bits(slot, &Link::ethernet(s.links[l].rate_bps)))
                     .unwrap_or(0);
-                used + bits <= cap(l)
+                let own = mine.entry((l, from, slot)).or_insert(0);
+                *own += bits;
+                used + *own <= cap(l)
             })
         };
         let spaced = |base: u32| -> Vec<u32> {
@@ -518,10 +583,29 @@ fn carries_reserved(s: &Scenario, l: usize, from: usize) -> bool {
     })
 }
 
+/// Linux routes on the destination only: a flow that goes round a ring cannot be
+/// forwarded by the kernel.
+fn refuse_loops_in_kernel_mode(s: &Scenario, run: &RunSpec) -> Result<(), ScenarioError> {
+    if run.mode != RunMode::Kernel {
+        return Ok(());
+    }
+    match s.flows.iter().find(|f| f.has_ring()) {
+        None => Ok(()),
+        Some(f) => Err(s.error_at(
+            &f.path_loc,
+            format!(
+                "flow \"{}\" loops {} times round its ring, which needs routing on the TTL; the kernel routes on the destination only, so the kernel mode cannot run it",
+                f.name, f.loops
+            ),
+        )),
+    }
+}
+
 /// The plan of one run. Every node file it makes is accepted by [`Node::new`].
 pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
     let k = s.k;
-    let routes = routes(s)?;
+    refuse_loops_in_kernel_mode(s, run)?;
+    let (routes, ttl_routes) = routes(s)?;
     let (starts, _) = schedule(s, run.tf)?;
     let is_host = |n: usize| !s.nodes[n].is_router();
 
@@ -562,7 +646,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
         });
     }
 
-    let mut sender_ordinal = 0u32;
+    let clocks = async_clocks(s, run);
     let mut nodes = Vec::new();
     for (ni, spec) in s.nodes.iter().enumerate() {
         let mut ifaces = Vec::new();
@@ -670,14 +754,13 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                 if first_edge || s.sources == Sources::Asynchronous {
                     mark = Some(false);
                 }
-                if s.sources == Sources::Asynchronous {
-                    // A clock of its own: a slightly longer frame, different per sender
-                    // (100 ppm apart), and longer still by 1 / source_load.
-                    sender_ordinal += 1;
-                    let step = (run.tf.as_nanos() / 10_000).max(1);
-                    let base = run.tf.as_nanos().saturating_mul(1_000_000)
-                        / i64::from(s.source_load_ppm.max(1));
-                    tf = Duration(base + step * i64::from(sender_ordinal));
+                if let Some(a) = clocks.get(&ni) {
+                    // The live sender gets its clock as a longer frame (to the
+                    // nanosecond).
+                    tf = Duration(
+                        (i128::from(run.tf.as_nanos()) * (1_000_000_000 + i128::from(a.slow_ppb))
+                            / 1_000_000_000) as i64,
+                    );
                 }
             }
             Role::Receiver => {
@@ -772,14 +855,17 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                 })
                 .collect();
             let node_routes = if router {
-                routes[ni]
-                    .iter()
-                    .filter_map(|(prefix, &(li, _))| {
+                let plain = routes[ni].iter().map(|(p, &v)| (*p, None, v));
+                let keyed = ttl_routes[ni].iter().map(|(&(p, t), &v)| (p, Some(t), v));
+                plain
+                    .chain(keyed)
+                    .filter_map(|(prefix, ttl, (li, _))| {
                         let i = ifaces.iter().find(|i| i.link == li)?;
                         Some(Route {
-                            prefix: *prefix,
+                            prefix,
                             port: port_of_link(li)?,
                             next_hop: Some(i.peer_addr),
+                            ttl,
                         })
                     })
                     .collect()
@@ -790,6 +876,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                         prefix: Prefix::truncating(Ipv4Addr::UNSPECIFIED, 0),
                         port: PortId(0),
                         next_hop: Some(i.peer_addr),
+                        ttl: None,
                     })
                     .into_iter()
                     .collect()
@@ -864,6 +951,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
             ifaces,
             kernel,
             config,
+            async_clock: clocks.get(&ni).copied(),
         });
     }
     Ok(Plan {

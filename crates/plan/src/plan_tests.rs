@@ -1,5 +1,5 @@
 use super::*;
-use crate::scenario::tests::{GATEWAY, LINE, MESH4};
+use crate::scenario::tests::{GATEWAY, LINE, MESH4, MESH4_482};
 
 fn parse(text: &str) -> Scenario {
     Scenario::parse("t.toml", text).unwrap()
@@ -208,105 +208,120 @@ fn fifo_and_kernel_modes() {
 }
 
 #[test]
-fn mesh4_routes_follow_the_flows_and_fill_the_ring() {
+fn mesh4_loops_fill_the_ring_and_route_on_the_ttl() {
     let s = parse(MESH4);
     let p = run(&s, RunMode::Tdp);
-    // 59 frames of 60, evenly spaced from frame 0: all but frame 59
-    let all: Vec<u32> = (0..59).collect();
+    // 12 frames of 60 per flow, five apart
+    let every5: Vec<u32> = (0..12).map(|i| i * 5).collect();
     for f in &p.flows {
-        assert_eq!(f.starts, all, "{}", f.name);
+        assert_eq!(f.starts, every5, "{}", f.name);
     }
-    let offs: Vec<Vec<u32>> = p.flows.iter().map(|f| f.offsets.clone()).collect();
+    // f1234: in at r1, 5 times round r1→r2→r3→r4→r1, out at r1: 22 links, 3 frames apart
+    let f1234 = &p.flows[0];
+    assert_eq!(f1234.offsets, (0..22).map(|j| 3 * j).collect::<Vec<u32>>());
+    assert_eq!(p.flows[1].offsets.len(), 17); // f123: 1 + 3 x 5 + 1
+                                              // r1 sends f1234 on round the ring while its TTL is above 44 (its 21st router)
+    let r1 = routes(&p, "r1");
+    let d1234 = p.flows[0].dst.ip().to_string();
+    let ttl_routes: Vec<String> = p
+        .node("r1")
+        .unwrap()
+        .config
+        .as_ref()
+        .unwrap()
+        .node
+        .routes
+        .iter()
+        .filter(|r| r.prefix.addr.to_string() == d1234)
+        .map(|r| format!("{:?} {}", r.ttl, r.port.0))
+        .collect();
     assert_eq!(
-        offs,
+        ttl_routes,
         [
-            vec![0, 3, 6, 9, 12],
-            vec![0, 3, 6, 9],
-            vec![0, 3, 6, 9],
-            vec![0, 3, 6, 9],
-            vec![0, 3, 6, 9]
-        ]
+            "Some(44) 4",
+            "Some(48) 0",
+            "Some(52) 0",
+            "Some(56) 0",
+            "Some(60) 0",
+            "Some(64) 0"
+        ],
+        "{r1:?}"
     );
-    // r3 reaches d1's subnet over the diagonal, but f341 (r3→r4→r1→d1) goes round
-    let r3 = routes(&p, "r3");
-    assert!(
-        r3.contains(&"10.0.11.0/24 2 via 10.0.5.1".to_string()),
-        "{r3:?}"
-    );
-    assert!(
-        r3.contains(&"10.0.11.2/32 1 via 10.0.3.2".to_string()),
-        "{r3:?}"
-    );
-    assert_eq!(r3.len(), 10);
-    // the ring links R1→R2, R2→R3, R3→R4 carry three 1002-byte packets in every frame
+    // every ring link carries three 1020-byte frames in every one of the 60 frames,
+    // every diagonal one (5 passes of one flow)
     let (_, sched) = schedule(&s, Duration::from_micros(250)).unwrap();
     let link = Link::ethernet(100_000_000);
-    let rows = |l: usize, from: usize| -> Vec<u128> {
+    let node = |n: &str| s.nodes.iter().position(|x| x.name == n).unwrap();
+    let link_of = |a: &str, b: &str| {
+        let (a, b) = (node(a), node(b));
+        let l = s
+            .links
+            .iter()
+            .position(|l| l.end_of(a).is_some() && l.end_of(b).is_some());
+        (l.unwrap(), a)
+    };
+    let rows = |a: &str, b: &str| -> Vec<u128> {
+        let key = link_of(a, b);
         (0..60)
-            .map(|slot| sched[&(l, from)].row_bits(slot, &link))
+            .map(|slot| sched[&key].row_bits(slot, &link))
             .collect()
     };
-    let full = |v: &[u128]| v.iter().filter(|&&b| b == 24_960).count();
-    // R1→R2 carries f1234 and f123 (offset 3, free in frame 2) and f412 (offset 6,
-    // free in frame 5)
-    let r1r2 = rows(0, 0);
-    assert_eq!((full(&r1r2), r1r2[2], r1r2[5]), (58, 8_320, 16_640));
-    assert_eq!(full(&rows(1, 1)), 58);
-    assert_eq!(full(&rows(2, 2)), 57);
-    let r4r1 = &sched[&(3, 3)];
-    assert_eq!(r4r1.row_bits(0, &link), 16_640);
-    assert_eq!(r4r1.row_bits(59, &link), 16_640);
-    // asynchronous sources: each sender's frame is longer by 1 / source_load (0.98:
-    // 250 us / 0.98 = 255 102 ns) and 100 ppm more per sender
-    let tfs: Vec<i64> = ["s1", "s2", "s3", "s4"]
+    for (a, b) in [("r1", "r2"), ("r2", "r3"), ("r3", "r4"), ("r4", "r1")] {
+        assert_eq!(rows(a, b), vec![24_960; 60], "{a}→{b}");
+    }
+    for (a, b) in [("r1", "r3"), ("r3", "r1"), ("r2", "r4"), ("r4", "r2")] {
+        assert_eq!(rows(a, b), vec![8_320; 60], "{a}→{b}");
+    }
+    assert_eq!(rows("r1", "r4"), vec![0; 60]);
+    // asynchronous sources: the n-th sender 50 ppb slower, its receiver on its clock;
+    // the live sender's frame is longer by less than a nanosecond (250 us)
+    let slow: Vec<(i64, i64)> = ["s1234", "s123", "s234", "s341", "s412"]
         .iter()
         .map(|n| {
-            p.node(n)
-                .unwrap()
-                .config
-                .as_ref()
-                .unwrap()
-                .node
-                .frame
-                .tf
-                .as_nanos()
+            let rx = n.replacen('s', "d", 1);
+            let clock = |n: &str| p.node(n).unwrap().async_clock.unwrap().slow_ppb;
+            (clock(n), clock(&rx))
         })
         .collect();
-    assert_eq!(tfs, [255_127, 255_152, 255_177, 255_202]);
     assert_eq!(
-        p.node("s1").unwrap().config.as_ref().unwrap().live.mark,
-        Some(false)
+        slow,
+        [(50, 50), (100, 100), (150, 150), (200, 200), (250, 250)]
     );
-    // padding only towards routers that receive reserved packets on the link:
-    // r1 sends flows to r2 only (not back round the ring, not over the diagonal)
-    let r1 = p.node("r1").unwrap().config.as_ref().unwrap();
-    let pad: Vec<(&str, Option<bool>)> = r1
-        .node
-        .ports
+    let s1 = p.node("s1234").unwrap().config.as_ref().unwrap();
+    assert_eq!(s1.node.frame.tf.as_nanos(), 250_000);
+    assert_eq!(s1.live.mark, Some(false));
+    assert!(p.node("r1").unwrap().async_clock.is_none());
+}
+
+#[test]
+fn mesh4_482_books_six_packets_in_every_ring_frame() {
+    let s = parse(MESH4_482);
+    let loops: Vec<u32> = s.flows.iter().map(|f| f.loops).collect();
+    assert_eq!(loops, [5, 10, 15, 10, 15]);
+    let (starts, sched) = schedule(&s, Duration::from_micros(250)).unwrap();
+    assert!(starts.iter().all(|st| st.len() == 12));
+    let link = Link::ethernet(100_000_000);
+    let r1 = s.nodes.iter().position(|x| x.name == "r1").unwrap();
+    let r2 = s.nodes.iter().position(|x| x.name == "r2").unwrap();
+    let l = s
+        .links
         .iter()
-        .map(|p| (p.ifname.as_str(), p.padding))
+        .position(|l| l.end_of(r1).is_some() && l.end_of(r2).is_some())
+        .unwrap();
+    let bits: Vec<u128> = (0..60)
+        .map(|t| sched[&(l, r1)].row_bits(t, &link))
         .collect();
-    assert_eq!(
-        pad,
-        [
-            ("to-r2", None),
-            ("to-r4", Some(false)),
-            ("to-r3", Some(false)),
-            ("to-s1", Some(false)),
-            ("to-d1", Some(false))
-        ]
-    );
-    assert_eq!(
-        p.node("r1")
-            .unwrap()
-            .config
-            .as_ref()
-            .unwrap()
-            .node
-            .frame
-            .tf
-            .as_nanos(),
-        250_000
+    assert_eq!(bits, vec![6 * 520 * 8; 60]);
+    assert!(run(&s, RunMode::Tdp).nodes.len() == 14);
+}
+
+#[test]
+fn the_kernel_cannot_route_a_looping_flow() {
+    let text = MESH4.replace("modes = [\"fifo\", \"tdp\"]", "modes = [\"kernel\"]");
+    let e = Scenario::parse("t.toml", &text).unwrap_err().to_string();
+    assert!(
+        e.contains("flow \"f1234\" loops 5 times round its ring, which needs routing on the TTL"),
+        "{e}"
     );
 }
 

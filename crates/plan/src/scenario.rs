@@ -10,7 +10,8 @@
 //! modes = ["fifo", "tdp"]    # runs to compare ("kernel": Linux forwards instead)
 //! duration = "5s"
 //! # optional: guard = "5us", processing = "50us" (checks d), sources =
-//! # "asynchronous" (senders on clocks of their own; source_load = 0.98: they send
+//! # "asynchronous" (senders on clocks of their own, each further one slower by
+//! # source_drift = "100ppm" (the default); source_load = 0.98: they send
 //! # that fraction of their reservation), strategy = "sleep" | "hybrid" |
 //! # "spin", priority = 50 (SCHED_FIFO), tx_timestamps = false, padding = false,
 //! # on_slip = "drop" | "best_effort", routers = "one-process" (default: every router
@@ -33,7 +34,9 @@
 //! size = "1000B"             # IP packet
 //! packets = 1                # per reserved frame
 //! every = 1                  # one reserved frame every N frames (or rate = "8Mbit/s")
-//! # optional: d = [1, 3] (non-immediate: per router), count = 1000
+//! # optional: d = [1, 3] (non-immediate: per router), count = 1000, loops = 5 (a
+//! # path with a ring, ["tx", "r1", "r2", "r3", "r1", "rx"], goes round it 5 times
+//! # before it leaves; routers tell the passes apart by the packet's TTL)
 //!
 //! [[load]]
 //! from = "tx"
@@ -57,7 +60,7 @@ use lockstep_core::net::Prefix;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::tdp::{Role, SlipAction};
 use lockstep_core::units::{PacketRate, Size};
-use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN};
+use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN, MAX_HOPS};
 use lockstep_core::Duration;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -252,6 +255,8 @@ struct RawScenario {
     routers: Option<Spanned<String>>,
     #[serde(default)]
     source_load: Option<Spanned<f64>>,
+    #[serde(default)]
+    source_drift: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -296,6 +301,8 @@ struct RawFlow {
     d: Option<Spanned<OneOrMany<i64>>>,
     #[serde(default)]
     count: Option<Spanned<i64>>,
+    #[serde(default)]
+    loops: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -539,6 +546,9 @@ pub struct FlowSpec {
     /// Non-immediate forwarding: `d` at each router of the path, in order.
     pub d: Option<Vec<u32>>,
     pub count: Option<u64>,
+    /// Times the path's ring is gone round (1: no ring). `path` and `links` are
+    /// unrolled: a router on the ring appears once per pass.
+    pub loops: u32,
     pub loc: Loc,
     pub path_loc: Loc,
     pub packets_loc: Loc,
@@ -551,6 +561,13 @@ impl FlowSpec {
     pub fn routers(&self) -> &[usize] {
         let n = self.path.len();
         self.path.get(1..n.saturating_sub(1)).unwrap_or(&[])
+    }
+
+    /// Whether the path meets a router more than once (a ring, gone round
+    /// `loops` times): routers must then route it on its TTL.
+    pub fn has_ring(&self) -> bool {
+        let r = self.routers();
+        r.iter().enumerate().any(|(i, x)| r[..i].contains(x))
     }
 
     pub fn sender(&self) -> usize {
@@ -610,6 +627,9 @@ pub struct Scenario {
     /// clock runs slower by its inverse), in parts per million: 1 000 000 = exactly
     /// the reserved rate.
     pub source_load_ppm: u32,
+    /// Asynchronous sources: the n-th sender's clock runs slower than the routers'
+    /// by n times this, in parts per billion (on top of `source_load_ppm`).
+    pub source_drift_ppb: u32,
     pub strategy: WaitStrategy,
     /// SCHED_FIFO priority of every node process unless a node says otherwise.
     pub priority: Option<i32>,
@@ -696,6 +716,80 @@ fn valid_node_name(s: &str) -> bool {
 /// Smallest IP packet that carries a probe with room for `routers` hop records.
 pub fn min_flow_size(routers: usize) -> u32 {
     IP_UDP_HEADERS + (HEADER_LEN + routers * HOP_LEN) as u32
+}
+
+/// How much slower each further asynchronous sender's clock runs: 100 ppm.
+pub const DEFAULT_SOURCE_DRIFT_PPB: u32 = 100_000;
+
+/// A clock drift: `"100ppm"`, `"0.05ppm"`, `"50ppb"` (0 to 10 000 ppm).
+fn parse_drift_ppb(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ppm") {
+        (n, 1000.0)
+    } else if let Some(n) = t.strip_suffix("ppb") {
+        (n, 1.0)
+    } else {
+        return Err(format!(
+            "expected a drift like \"100ppm\" or \"50ppb\", got \"{text}\""
+        ));
+    };
+    let x: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("\"{text}\": \"{}\" is not a number", num.trim()))?;
+    let ppb = (x * scale).round();
+    if !(0.0..=1e7).contains(&ppb) {
+        return Err(format!("drift {text} is outside 0 to 10000ppm"));
+    }
+    Ok(ppb as u32)
+}
+
+/// The TTL senders give their packets; routers route a looping flow on it.
+pub const SENDER_TTL: u8 = 64;
+/// Most routers a path may cross: the last one must still see a TTL above 1.
+pub const MAX_ROUTERS: usize = SENDER_TTL as usize - 2;
+
+/// `loops` of flow `i` (1 when absent), checked against its ring.
+fn flow_loops(
+    c: &Checker<'_>,
+    fl: &RawFlow,
+    ring: Option<(usize, usize)>,
+    i: usize,
+) -> Result<u32, ScenarioError> {
+    let Some(v) = &fl.loops else { return Ok(1) };
+    let field = format!("flow[{i}].loops");
+    let n = *v.get_ref();
+    if !(1..=1000).contains(&n) {
+        return Err(c.err(v, &field, format!("loops must be 1..1000, got {n}")));
+    }
+    if ring.is_none() {
+        return Err(c.err(
+            v,
+            &field,
+            "loops needs a ring in the path: a router met twice, as in [\"s\", \"r1\", \"r2\", \"r3\", \"r1\", \"d\"]",
+        ));
+    }
+    Ok(n as u32)
+}
+
+/// The path with its ring `path[a..b]` (`path[b] == path[a]`) gone round `loops`
+/// times, and the links along it.
+fn unroll(
+    path: &[usize],
+    links: &[usize],
+    a: usize,
+    b: usize,
+    loops: u32,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut p = path[..a].to_vec();
+    let mut l = links[..a].to_vec();
+    for _ in 0..loops {
+        p.extend_from_slice(&path[a..b]);
+        l.extend_from_slice(&links[a..b]);
+    }
+    p.extend_from_slice(&path[b..]);
+    l.extend_from_slice(&links[b..]);
+    (p, l)
 }
 
 struct Checker<'a> {
@@ -915,6 +1009,19 @@ impl Scenario {
                     ));
                 }
                 (x * 1e6).round().max(1.0) as u32
+            }
+        };
+        let source_drift = match &sc.source_drift {
+            None => DEFAULT_SOURCE_DRIFT_PPB,
+            Some(v) => {
+                if sources != Sources::Asynchronous {
+                    return Err(c.err(
+                        v,
+                        "scenario.source_drift",
+                        "only asynchronous sources have clocks of their own (sources = \"asynchronous\")",
+                    ));
+                }
+                parse_drift_ppb(v.get_ref()).map_err(|e| c.err(v, "scenario.source_drift", e))?
             }
         };
         let routers = match &sc.routers {
@@ -1304,14 +1411,23 @@ impl Scenario {
                 ));
             }
             let mut path = Vec::new();
+            let mut ring = None;
             for (j, s) in raw_path.iter().enumerate() {
                 let n = node_ref(s, &f(&format!("path[{j}]")))?;
-                if path.contains(&n) {
-                    return Err(c.err(
-                        s,
-                        &f(&format!("path[{j}]")),
-                        format!("\"{}\" appears twice in the path", s.get_ref()),
-                    ));
+                if let Some(at) = path.iter().position(|&m| m == n) {
+                    if ring.is_some() || fl.loops.is_none() || at == 0 {
+                        let why = if fl.loops.is_none() {
+                            " (a path that comes back to a router is a ring: give loops = n to go round it n times)"
+                        } else {
+                            " (a looping flow has one ring: one router, met twice)"
+                        };
+                        return Err(c.err(
+                            s,
+                            &f(&format!("path[{j}]")),
+                            format!("\"{}\" appears twice in the path{why}", s.get_ref()),
+                        ));
+                    }
+                    ring = Some((at, j));
                 }
                 path.push(n);
             }
@@ -1355,20 +1471,32 @@ impl Scenario {
                     }
                 }
             }
+            let loops = flow_loops(&c, fl, ring, i)?;
+            if let Some((a, b)) = ring {
+                (path, flow_links) = unroll(&path, &flow_links, a, b, loops);
+            }
             let routers = path.len() - 2;
+            if routers > MAX_ROUTERS {
+                return Err(c.err(
+                    &fl.path,
+                    &f("path"),
+                    format!("the path crosses {routers} routers; a packet sent with TTL {SENDER_TTL} is dropped after {MAX_ROUTERS}"),
+                ));
+            }
             let size = fl
                 .size
                 .get_ref()
                 .parse::<Size>()
                 .map_err(|e| c.err(&fl.size, &f("size"), e.to_string()))?
                 .bytes();
-            let min = min_flow_size(routers);
+            let recorded = routers.min(MAX_HOPS);
+            let min = min_flow_size(recorded);
             if size < u64::from(min) {
                 return Err(c.err(
                     &fl.size,
                     &f("size"),
                     format!(
-                        "{size}B is too small: a probe with room for the hop records of {routers} router(s) needs {min}B of IP packet (IP+UDP {IP_UDP_HEADERS}, probe header {HEADER_LEN}, {HOP_LEN} per router)"
+                        "{size}B is too small: a probe with room for the hop records of {recorded} router(s) needs {min}B of IP packet (IP+UDP {IP_UDP_HEADERS}, probe header {HEADER_LEN}, {HOP_LEN} per router)"
                     ),
                 ));
             }
@@ -1442,6 +1570,13 @@ impl Scenario {
                     let field = f("d");
                     let list = match v.get_ref() {
                         OneOrMany::One(x) => vec![*x; routers],
+                        OneOrMany::Many(_) if loops > 1 => {
+                            return Err(c.err(
+                                v,
+                                &field,
+                                "a looping flow meets its routers several times: give d as one number",
+                            ));
+                        }
                         OneOrMany::Many(xs) => {
                             if xs.len() != routers {
                                 return Err(c.err(
@@ -1496,6 +1631,7 @@ impl Scenario {
                 rate,
                 d: d_flow,
                 count,
+                loops,
                 loc: Loc {
                     span: fl_span,
                     field: format!("flow[{i}]"),
@@ -1649,6 +1785,7 @@ impl Scenario {
             duration,
             sources,
             source_load_ppm: source_load,
+            source_drift_ppb: source_drift,
             strategy,
             priority,
             tx_timestamps: sc.tx_timestamps.unwrap_or(true),

@@ -2,6 +2,7 @@ use super::*;
 
 pub(crate) const LINE: &str = include_str!("../../../scenarios/line.toml");
 pub(crate) const MESH4: &str = include_str!("../../../scenarios/mesh4.toml");
+pub(crate) const MESH4_482: &str = include_str!("../../../scenarios/mesh4-482.toml");
 pub(crate) const GATEWAY: &str = include_str!("../../../scenarios/gateway.toml");
 
 /// A small valid scenario the error tests edit (line numbers matter: see the tests).
@@ -90,7 +91,7 @@ fn unknown_keys_name_the_table_and_key() {
     );
     assert_eq!(
         err(&edit("k = 4", "k = 4\nbogus = 1")),
-        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `source_load`"
+        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `source_load`, `source_drift`"
     );
     assert_eq!(
         err(&edit("[[flow]]", "[[flows]]")),
@@ -268,7 +269,7 @@ fn paths_must_be_connected_and_well_formed() {
             "path = [\"tx\", \"r1\", \"rx\"]",
             "path = [\"tx\", \"r1\", \"r1\", \"rx\"]"
         )),
-        "t.toml:29:21: flow[0].path[2]: \"r1\" appears twice in the path"
+        "t.toml:29:21: flow[0].path[2]: \"r1\" appears twice in the path (a path that comes back to a router is a ring: give loops = n to go round it n times)"
     );
     // a sender with two links
     let two = BASE.replacen(
@@ -375,5 +376,77 @@ fn router_layout_and_source_load_are_checked() {
         "t.toml:6:15: scenario.source_load: only asynchronous sources send less than their reservation (sources = \"asynchronous\")"
     );
     let m = Scenario::parse("mesh4.toml", MESH4).unwrap();
-    assert_eq!(m.source_load_ppm, 980_000);
+    assert_eq!((m.source_load_ppm, m.source_drift_ppb), (1_000_000, 50));
+    let asy = |extra: &str| {
+        edit(
+            "d = 1",
+            &format!("d = 1\nsources = \"asynchronous\"\n{extra}"),
+        )
+    };
+    assert_eq!(
+        err(&asy("source_drift = \"3 s\"")),
+        "t.toml:7:16: scenario.source_drift: expected a drift like \"100ppm\" or \"50ppb\", got \"3 s\""
+    );
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nsource_drift = \"1ppm\"")),
+        "t.toml:6:16: scenario.source_drift: only asynchronous sources have clocks of their own (sources = \"asynchronous\")"
+    );
+}
+
+/// BASE with a ring r1 → r2 → r1 (the path goes back over the link it came by).
+fn ring(extra: &str) -> String {
+    let two = BASE
+        .replace(
+            "[[node]]\nname = \"rx\"",
+            "[[node]]\nname = \"r2\"\nrole = \"core\"\n\n[[node]]\nname = \"rx\"",
+        )
+        .replace(
+            "[[flow]]",
+            "[[link]]\nbetween = [\"r1\", \"r2\"]\nrate = \"100Mbit/s\"\n\n[[flow]]",
+        );
+    two.replace(
+        "path = [\"tx\", \"r1\", \"rx\"]",
+        &format!("path = [\"tx\", \"r1\", \"r2\", \"r1\", \"rx\"]\n{extra}"),
+    )
+    .replace("size = \"200B\"", "size = \"400B\"")
+}
+
+#[test]
+fn loops_unroll_the_ring() {
+    let s = Scenario::parse("t.toml", &ring("loops = 3")).unwrap();
+    let f = &s.flows[0];
+    let name = |n: &usize| s.nodes[*n].name.as_str();
+    let path: Vec<&str> = f.path.iter().map(name).collect();
+    assert_eq!(path, ["tx", "r1", "r2", "r1", "r2", "r1", "r2", "r1", "rx"]);
+    assert_eq!(f.links.len(), f.path.len() - 1);
+    assert_eq!((f.loops, f.routers().len()), (3, 7));
+    let once = Scenario::parse("t.toml", &ring("loops = 1")).unwrap();
+    assert_eq!(once.flows[0].path.len(), 5);
+    let shipped = Scenario::parse("mesh4.toml", MESH4).unwrap();
+    let routers: Vec<usize> = shipped.flows.iter().map(|f| f.routers().len()).collect();
+    assert_eq!(routers, [21, 16, 16, 16, 16]);
+}
+
+#[test]
+fn loops_errors_say_what_a_ring_is() {
+    assert_eq!(
+        err(&ring("")),
+        "t.toml:37:27: flow[0].path[3]: \"r1\" appears twice in the path (a path that comes back to a router is a ring: give loops = n to go round it n times)"
+    );
+    assert_eq!(
+        err(&ring("loops = 0")),
+        "t.toml:38:9: flow[0].loops: loops must be 1..1000, got 0"
+    );
+    assert_eq!(
+        err(&edit("size = \"200B\"", "size = \"200B\"\nloops = 2")),
+        "t.toml:31:9: flow[0].loops: loops needs a ring in the path: a router met twice, as in [\"s\", \"r1\", \"r2\", \"r3\", \"r1\", \"d\"]"
+    );
+    assert_eq!(
+        err(&ring("loops = 40")),
+        "t.toml:37:8: flow[0].path: the path crosses 81 routers; a packet sent with TTL 64 is dropped after 62"
+    );
+    assert_eq!(
+        err(&ring("loops = 2\nd = [1, 1, 1, 1, 1]")),
+        "t.toml:39:5: flow[0].d: a looping flow meets its routers several times: give d as one number"
+    );
 }

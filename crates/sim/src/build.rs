@@ -54,12 +54,16 @@ pub fn build(plan: &Plan, opts: &SimOptions) -> Result<Vec<SimNode>, BuildError>
             .iter()
             .map(|f| port_link(plan, f.link, f.peer, f.rate_bps, opts.framing, opts))
             .collect::<Result<Vec<_>, _>>()?;
-        nodes.push(SimNode::new(
+        let mut node = SimNode::new(
             n.name.clone(),
             kind,
             ports,
             Rng::stream(opts.seed, i as u64),
-        ));
+        );
+        if let Some(a) = n.async_clock {
+            node.clock.drift_ppb = -a.slow_ppb;
+        }
+        nodes.push(node);
     }
     add_loads(plan, &mut nodes, opts)?;
     Ok(nodes)
@@ -131,7 +135,13 @@ fn host(n: &NodePlan, plan: &Plan) -> Result<Host, BuildError> {
                 });
             }
             let mark = file.live.mark.unwrap_or(cfg.mode == Mode::Tdp);
-            let s = Sender::new(cfg, &flows, mark).map_err(|e| node_err(n, e.to_string()))?;
+            // An asynchronous sender keeps the routers' frame on a clock of its own
+            // that runs slow (the engine's drift, exact to the part per billion).
+            let mut cfg = cfg.clone();
+            if let Some(a) = n.async_clock {
+                cfg.frame.tf = a.tf;
+            }
+            let s = Sender::new(&cfg, &flows, mark).map_err(|e| node_err(n, e.to_string()))?;
             h.sender = Some((s, addrs));
         }
         Role::Receiver => {

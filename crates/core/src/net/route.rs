@@ -5,6 +5,12 @@
 //! array; the first hit is the longest match. So it costs one probe per distinct
 //! prefix length (a handful in a lab: /32 hosts, /24 links, a default route), never
 //! allocates, and its result does not depend on the order routes were added.
+//!
+//! A route may also name the TTL a packet arrives with ([`Route::ttl`]): such a route
+//! wins over the plain route for the same prefix when the TTL matches. That is how a
+//! flow goes round a ring of routers several times before it leaves (routing on
+//! destination and hop count): the same router sends it on round the ring while its
+//! TTL is high and out of the ring on its last visit.
 
 use std::net::Ipv4Addr;
 
@@ -22,6 +28,10 @@ pub struct Route {
     pub port: PortId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_hop: Option<Ipv4Addr>,
+    /// Only for packets arriving with exactly this TTL (before the router
+    /// decrements it); `None`: any TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u8>,
 }
 
 impl Route {
@@ -34,22 +44,36 @@ impl Route {
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RouteError {
-    /// A route for exactly this prefix is already in the table (two routes for the
-    /// same prefix would make the choice depend on their order).
-    #[error("duplicate route for {0}")]
-    Duplicate(Prefix),
+    /// A route for exactly this prefix (and TTL) is already in the table (two routes
+    /// for the same prefix would make the choice depend on their order).
+    #[error("duplicate route for {0}{suffix}", suffix = ttl_suffix(*.1))]
+    Duplicate(Prefix, Option<u8>),
     /// The route's prefix is not a valid prefix (a literal with `len > 32` or host
     /// bits set).
     #[error("bad route prefix: {0}")]
     BadPrefix(#[from] PrefixError),
 }
 
-/// The routes of one prefix length, sorted by network address.
+fn ttl_suffix(ttl: Option<u8>) -> String {
+    ttl.map(|t| format!(" at TTL {t}")).unwrap_or_default()
+}
+
+/// The routes of one prefix length, sorted by (network address, TTL key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Level {
     len: u8,
     mask: u32,
-    routes: Vec<(u32, Route)>,
+    routes: Vec<(Key, Route)>,
+}
+
+/// Sort key of a route: its network, then its TTL (a plain route sorts after every
+/// TTL-specific one of the same network).
+type Key = (u32, u16);
+
+const ANY_TTL: u16 = 0x100;
+
+fn ttl_key(ttl: Option<u8>) -> u16 {
+    ttl.map(u16::from).unwrap_or(ANY_TTL)
 }
 
 /// A longest-prefix-match routing table.
@@ -58,6 +82,8 @@ pub struct RouteTable {
     /// Longest prefix length first.
     levels: Vec<Level>,
     count: usize,
+    /// Some route names a TTL (lookups then probe twice per level).
+    by_ttl: bool,
 }
 
 impl RouteTable {
@@ -94,36 +120,51 @@ impl RouteTable {
             }
         };
         let level = &mut self.levels[at];
-        let key = route.prefix.network();
+        let key = (route.prefix.network(), ttl_key(route.ttl));
         match level.routes.binary_search_by_key(&key, |&(k, _)| k) {
-            Ok(_) => Err(RouteError::Duplicate(route.prefix)),
+            Ok(_) => Err(RouteError::Duplicate(route.prefix, route.ttl)),
             Err(pos) => {
                 level.routes.insert(pos, (key, route));
                 self.count += 1;
+                self.by_ttl |= route.ttl.is_some();
                 Ok(())
             }
         }
     }
 
-    /// The route with the longest prefix containing `dst`, if any.
-    pub fn lookup(&self, dst: Ipv4Addr) -> Option<&Route> {
+    /// The route with the longest prefix containing `dst` for a packet arriving
+    /// with `ttl`: in each prefix length a route for exactly that TTL first, then a
+    /// plain one.
+    pub fn lookup(&self, dst: Ipv4Addr, ttl: u8) -> Option<&Route> {
         let dst = u32::from(dst);
         self.levels.iter().find_map(|level| {
-            let key = dst & level.mask;
-            level
-                .routes
-                .binary_search_by_key(&key, |&(k, _)| k)
-                .ok()
-                .map(|i| &level.routes[i].1)
+            let net = dst & level.mask;
+            let find = |t: u16| {
+                level
+                    .routes
+                    .binary_search_by_key(&(net, t), |&(k, _)| k)
+                    .ok()
+                    .map(|i| &level.routes[i].1)
+            };
+            if self.by_ttl {
+                find(u16::from(ttl)).or_else(|| find(ANY_TTL))
+            } else {
+                find(ANY_TTL)
+            }
         })
     }
 
-    /// The route for exactly `prefix`, if any.
+    /// The plain route (any TTL) for exactly `prefix`, if any.
     pub fn get(&self, prefix: &Prefix) -> Option<&Route> {
+        self.get_at(prefix, None)
+    }
+
+    /// The route for exactly `prefix` and `ttl`, if any.
+    pub fn get_at(&self, prefix: &Prefix, ttl: Option<u8>) -> Option<&Route> {
         let level = self.levels.iter().find(|l| l.len == prefix.len)?;
         let i = level
             .routes
-            .binary_search_by_key(&prefix.network(), |&(k, _)| k)
+            .binary_search_by_key(&(prefix.network(), ttl_key(ttl)), |&(k, _)| k)
             .ok()?;
         Some(&level.routes[i].1)
     }
@@ -154,6 +195,7 @@ mod tests {
             prefix: prefix.parse().unwrap(),
             port: PortId(port),
             next_hop: next_hop.map(Ipv4Addr::from),
+            ttl: None,
         }
     }
 
@@ -173,7 +215,7 @@ mod tests {
         for order in [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 4, 0, 3, 1]] {
             let table = RouteTable::from_routes(order.iter().map(|&i| routes[i])).unwrap();
             assert_eq!(table.len(), 5);
-            let port = |s: &str| table.lookup(ip(s)).map(|r| r.port.0);
+            let port = |s: &str| table.lookup(ip(s), 64).map(|r| r.port.0);
             assert_eq!(port("10.1.2.3"), Some(4));
             assert_eq!(port("10.1.2.4"), Some(3));
             assert_eq!(port("10.1.3.4"), Some(2));
@@ -185,8 +227,8 @@ mod tests {
     #[test]
     fn no_route_without_a_default() {
         let table = RouteTable::from_routes([route("10.0.0.0/24", 1, None)]).unwrap();
-        assert_eq!(table.lookup(ip("10.0.1.1")), None);
-        assert!(RouteTable::new().lookup(ip("10.0.0.1")).is_none());
+        assert_eq!(table.lookup(ip("10.0.1.1"), 64), None);
+        assert!(RouteTable::new().lookup(ip("10.0.0.1"), 64).is_none());
         assert!(RouteTable::new().is_empty());
     }
 
@@ -205,18 +247,18 @@ mod tests {
         let err = table.add(route("10.0.1.0/24", 2, Some([10, 0, 0, 9])));
         assert_eq!(
             err,
-            Err(RouteError::Duplicate("10.0.1.0/24".parse().unwrap()))
+            Err(RouteError::Duplicate("10.0.1.0/24".parse().unwrap(), None))
         );
         assert_eq!(
             err.unwrap_err().to_string(),
             "duplicate route for 10.0.1.0/24"
         );
         assert_eq!(table.len(), 1);
-        assert_eq!(table.lookup(ip("10.0.1.5")).unwrap().port, PortId(1));
+        assert_eq!(table.lookup(ip("10.0.1.5"), 64).unwrap().port, PortId(1));
         // Same address, other length: not a duplicate.
         table.add(route("10.0.1.0/25", 3, None)).unwrap();
-        assert_eq!(table.lookup(ip("10.0.1.5")).unwrap().port, PortId(3));
-        assert_eq!(table.lookup(ip("10.0.1.200")).unwrap().port, PortId(1));
+        assert_eq!(table.lookup(ip("10.0.1.5"), 64).unwrap().port, PortId(3));
+        assert_eq!(table.lookup(ip("10.0.1.200"), 64).unwrap().port, PortId(1));
     }
 
     #[test]
@@ -229,6 +271,7 @@ mod tests {
             },
             port: PortId(1),
             next_hop: None,
+            ttl: None,
         };
         assert_eq!(
             table.add(bad).unwrap_err().to_string(),
@@ -243,6 +286,39 @@ mod tests {
         };
         assert!(matches!(table.add(too_long), Err(RouteError::BadPrefix(_))));
         assert!(table.is_empty());
+    }
+
+    #[test]
+    fn a_ttl_route_wins_for_its_ttl_only() {
+        let ring = route("10.9.0.1/32", 1, Some([10, 0, 0, 2]));
+        let out = Route {
+            ttl: Some(44),
+            ..route("10.9.0.1/32", 2, None)
+        };
+        let mut table = RouteTable::from_routes([ring, out]).unwrap();
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.lookup(ip("10.9.0.1"), 64).unwrap().port, PortId(1));
+        assert_eq!(table.lookup(ip("10.9.0.1"), 45).unwrap().port, PortId(1));
+        assert_eq!(table.lookup(ip("10.9.0.1"), 44).unwrap().port, PortId(2));
+        // a TTL route of a longer prefix beats a plain shorter one; of another
+        // TTL it does not match at all
+        table.add(route("10.9.0.0/24", 3, None)).unwrap();
+        assert_eq!(table.lookup(ip("10.9.0.7"), 44).unwrap().port, PortId(3));
+        assert_eq!(
+            table.get(&"10.9.0.1/32".parse().unwrap()).unwrap().port,
+            PortId(1)
+        );
+        let at = table.get_at(&"10.9.0.1/32".parse().unwrap(), Some(44));
+        assert_eq!(at.unwrap().port, PortId(2));
+        let dup = table
+            .add(Route {
+                port: PortId(5),
+                ..out
+            })
+            .unwrap_err();
+        assert_eq!(dup.to_string(), "duplicate route for 10.9.0.1/32 at TTL 44");
+        let json = serde_json::to_string(&out).unwrap();
+        assert_eq!(json, r#"{"prefix":"10.9.0.1/32","port":2,"ttl":44}"#);
     }
 
     #[test]
@@ -293,6 +369,7 @@ mod tests {
                         prefix,
                         port: PortId(port),
                         next_hop: None,
+                        ttl: None,
                     });
                 }
             }
@@ -322,7 +399,7 @@ mod tests {
                     .iter()
                     .filter(|r| r.prefix.contains(dst))
                     .max_by_key(|r| r.prefix.len);
-                prop_assert_eq!(table.lookup(dst), model, "dst {}", dst);
+                prop_assert_eq!(table.lookup(dst, 64), model, "dst {}", dst);
             }
         }
 
@@ -331,7 +408,7 @@ mod tests {
             prop_assume!(!routes.is_empty());
             let mut table = RouteTable::from_routes(routes.iter().copied()).unwrap();
             let dup = Route { port: PortId(port), ..routes[pick.index(routes.len())] };
-            prop_assert_eq!(table.add(dup), Err(RouteError::Duplicate(dup.prefix)));
+            prop_assert_eq!(table.add(dup), Err(RouteError::Duplicate(dup.prefix, None)));
             prop_assert_eq!(table.len(), routes.len());
         }
     }

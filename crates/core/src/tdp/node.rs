@@ -545,7 +545,7 @@ impl Node {
         if parsed.ttl <= 1 {
             return Err((InDrop::TtlExpired, p));
         }
-        let Some(route) = self.routes.lookup(parsed.dst) else {
+        let Some(route) = self.routes.lookup(parsed.dst, parsed.ttl) else {
             return Err((InDrop::NoRoute, p));
         };
         let next_hop = route.next_hop.unwrap_or(parsed.dst);
@@ -1191,6 +1191,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
                 prefix,
                 port: p.id,
                 next_hop: None,
+                ttl: None,
             });
         }
     }

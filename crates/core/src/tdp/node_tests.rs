@@ -179,6 +179,7 @@ fn core_config() -> NodeConfig {
             prefix: "10.0.9.0/24".parse().unwrap(),
             port: PortId(2),
             next_hop: Some(ip(10, 0, 2, 2)),
+            ttl: None,
         }],
         neighbours: vec![],
         flows: vec![],
@@ -345,6 +346,34 @@ impl Sim {
 
 fn one(config: NodeConfig) -> Sim {
     Sim::new(vec![Node::new(config).unwrap()])
+}
+
+// ----- routing on the TTL ------------------------------------------------------
+
+#[test]
+fn a_ttl_route_sends_one_pass_of_a_looping_flow_elsewhere() {
+    let mut config = core_config();
+    // 10.0.9.5 normally lies behind port 2; a packet arriving with TTL 40 leaves on
+    // port 1 instead (the last pass round a ring)
+    config.routes.push(Route {
+        prefix: "10.0.9.5/32".parse().unwrap(),
+        port: PortId(1),
+        next_hop: Some(ip(10, 0, 1, 2)),
+        ttl: Some(40),
+    });
+    let mut sim = one(config);
+    for (t, ttl) in [(10_000, 41), (20_000, 40), (30_000, 39)] {
+        sim.inject(t, 0, 1, Udp::to(dst(), 5000).ttl(ttl).frame(b"x"));
+    }
+    sim.run_until(TF);
+    let ttls = |port| -> Vec<u8> {
+        sim.sent_by(0, port)
+            .iter()
+            .map(|s| look(&s.bytes).ttl)
+            .collect()
+    };
+    assert_eq!(ttls(2), [40, 38]);
+    assert_eq!(ttls(1), [39]);
 }
 
 // ----- rewrite ----------------------------------------------------------------
@@ -1066,6 +1095,7 @@ fn chain(padding: bool) -> (Sim, u32) {
             prefix: "10.0.2.0/24".parse().unwrap(),
             port: PortId(2),
             next_hop: Some(ip(10, 0, 1, 2)),
+            ttl: None,
         }],
         neighbours: vec![],
         flows: vec![
