@@ -9,6 +9,8 @@
 //! [`NodeCounters::events_lost`](super::counters::NodeCounters::events_lost).
 //! Events change nothing the node does and no counter but `events_lost`.
 
+use serde::{Deserialize, Serialize};
+
 use super::deps::PortId;
 
 /// Most events a node keeps waiting for [`Node::poll_event`](super::node::Node::poll_event).
@@ -83,7 +85,8 @@ pub struct ProbeTag {
 }
 
 /// Why a reserved packet missed its frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SlipReason {
     /// It arrived (was processed) after its frame had begun.
     Late,
@@ -122,7 +125,8 @@ impl SlipReason {
 }
 
 /// What became of a slipped packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SlipOutcome {
     /// Sent anyway as a reserved packet of its frame, after the send deadline
     /// ([`SlipReason::PastDeadline`]).
@@ -135,7 +139,8 @@ pub enum SlipOutcome {
 }
 
 /// Why a packet was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DropReason {
     // ----- on reception (port: the input port; `rx_dropped`) -----
     /// Not an Ethernet/IPv4 frame the node can read, or a bad IPv4 checksum.
