@@ -5,11 +5,20 @@
 //! its frame state to now, and sends what it hands out. Its host model decides how
 //! late each wake-up is; each packet handled takes the node's processing time. A
 //! node that wants no timer and has no packet costs nothing.
+//!
+//! Every router runs with its per-packet events on ([`Node::set_events`]); the
+//! engine drains them after each call into the node and keeps a
+//! [`NodeEventSummary`] per router (slips and drops by reason), read with
+//! [`Engine::node_events`]. Events come only from slips and drops, so a run
+//! without them pays one empty-queue check per packet.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use lockstep_core::net::PortId;
-use lockstep_core::tdp::{Delivery, Node, PacketBuf, RxMeta};
+use lockstep_core::tdp::{
+    Delivery, DropReason, Node, NodeEvent, PacketBuf, RxMeta, SlipOutcome, SlipReason,
+};
+use serde::Serialize;
 
 use crate::host::Host;
 use crate::hostmodel::HostModel;
@@ -87,6 +96,8 @@ pub struct SimNode {
     /// Wake-ups for a timer, and how late each was (true time).
     pub timer_wakeups: u64,
     pub late_sum_ns: i64,
+    /// The slips and drops the router reported (empty for hosts).
+    pub events: NodeEventSummary,
 }
 
 impl SimNode {
@@ -104,6 +115,7 @@ impl SimNode {
             busy_until: i64::MIN,
             timer_wakeups: 0,
             late_sum_ns: 0,
+            events: NodeEventSummary::default(),
         }
     }
 
@@ -112,6 +124,49 @@ impl SimNode {
             Kind::Router(n) => n.poll_timeout(),
             Kind::Host(h) => h.poll_timeout(),
         }
+    }
+}
+
+/// What one router's [`NodeEvent`]s add up to: its frame slips and drops by reason.
+/// Serialized with snake_case reasons (`{"slips": 3, "slip_reasons": {"late": 3},
+/// ...}`), in a fixed order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NodeEventSummary {
+    /// Reserved packets that missed their frame.
+    pub slips: u64,
+    pub slip_reasons: BTreeMap<SlipReason, u64>,
+    /// What became of the slipped packets (sent late, best effort, dropped).
+    pub slip_outcomes: BTreeMap<SlipOutcome, u64>,
+    /// Packets dropped for other reasons than a slip.
+    pub drops: u64,
+    pub drop_reasons: BTreeMap<DropReason, u64>,
+}
+
+impl NodeEventSummary {
+    pub fn add(&mut self, ev: &NodeEvent) {
+        match *ev {
+            NodeEvent::Slip { why, action, .. } => {
+                self.slips += 1;
+                *self.slip_reasons.entry(why).or_default() += 1;
+                *self.slip_outcomes.entry(action).or_default() += 1;
+            }
+            NodeEvent::Drop { why, .. } => {
+                self.drops += 1;
+                *self.drop_reasons.entry(why).or_default() += 1;
+            }
+        }
+    }
+
+    /// No slip and no drop.
+    pub fn is_empty(&self) -> bool {
+        self.slips == 0 && self.drops == 0
+    }
+}
+
+/// Folds the events a router queued into its summary.
+fn drain_events(node: &mut Node, into: &mut NodeEventSummary) {
+    while let Some(ev) = node.poll_event() {
+        into.add(&ev);
     }
 }
 
@@ -149,10 +204,13 @@ impl Engine {
     pub fn new(mut nodes: Vec<SimNode>, start: i64) -> Engine {
         let mut queue = EventQueue::default();
         for (i, n) in nodes.iter_mut().enumerate() {
-            if let Kind::Host(h) = &mut n.kind {
-                if let Some((s, _)) = h.sender.as_mut() {
-                    s.start(n.clock.local(start));
+            match &mut n.kind {
+                Kind::Host(h) => {
+                    if let Some((s, _)) = h.sender.as_mut() {
+                        s.start(n.clock.local(start));
+                    }
                 }
+                Kind::Router(r) => r.set_events(true),
             }
             n.wake_at = Some(start);
             queue.push(start, Ev::Wake(i as u32));
@@ -184,6 +242,14 @@ impl Engine {
         let mut s = self.stats.clone();
         s.peak_events = self.queue.peak() as u64;
         s
+    }
+
+    /// The slips and drops of each router so far, in the nodes' order.
+    pub fn node_events(&self) -> impl Iterator<Item = (&str, &NodeEventSummary)> {
+        self.nodes.iter().filter_map(|n| match n.kind {
+            Kind::Router(_) => Some((n.name.as_str(), &n.events)),
+            Kind::Host(_) => None,
+        })
     }
 
     /// Runs every event due up to `until`; each probe a receiver takes is handed to
@@ -227,6 +293,7 @@ impl Engine {
                         kernel_rx_ns: Some(krx),
                     };
                     node.handle_buf(local, PortId(port), buf, rx);
+                    drain_events(node, &mut n.events);
                 }
                 Kind::Host(h) => {
                     if let Some(d) = h.handle_frame(local, krx, &buf) {
@@ -268,6 +335,7 @@ impl Engine {
                         }
                     }
                 }
+                drain_events(node, &mut n.events);
             }
             Kind::Host(h) => {
                 h.handle_timeout(local, out);

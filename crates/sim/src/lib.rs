@@ -25,7 +25,7 @@ pub mod queue;
 pub mod rng;
 
 pub use build::{build, BuildError};
-pub use engine::{Engine, EngineStats, Kind, NodeClock, SimNode};
+pub use engine::{Engine, EngineStats, Kind, NodeClock, NodeEventSummary, SimNode};
 pub use hostmodel::{HostModel, Measured, ModelError};
 pub use link::Framing;
 

@@ -125,4 +125,12 @@ pub struct NodeCounters {
     /// Probes that got a hop record, and probes without room for one.
     pub hops_recorded: u64,
     pub hops_no_room: u64,
+    /// Events ([`crate::tdp::node::NodeEvent`]) not kept because the node's event
+    /// queue was full (absent from the file while zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub events_lost: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

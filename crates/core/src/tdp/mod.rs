@@ -12,12 +12,14 @@
 //! - [`host`]: the sender state machine, [`receiver`]: the receiver state machine
 //!   (same driving API as the node).
 //! - [`config`]: the node configuration (`node.toml`), [`counters`]: what a node
-//!   counts, [`sender`]: which frames a sender's flows use, [`pool`]: reusable
-//!   packet buffers.
+//!   counts, [`event`]: the typed slip and drop events a node can queue,
+//!   [`sender`]: which frames a sender's flows use, [`pool`]: reusable packet
+//!   buffers.
 
 pub mod config;
 pub mod counters;
 mod deps;
+pub mod event;
 pub mod host;
 pub mod marking;
 pub mod node;
@@ -32,6 +34,7 @@ pub use config::{
     PortConfig, Role, RowConfig, SlipAction,
 };
 pub use counters::{FlowCounters, NodeCounters, PortCounters};
+pub use event::{DropReason, NodeEvent, ProbeTag, SlipOutcome, SlipReason, EVENT_CAPACITY};
 pub use host::{Sender, SenderCounters, SenderFlow, SenderTransmit};
 pub use node::{Node, NodeConfigError, RxMeta, Transmit, TxKind};
 pub use pool::PacketBuf;

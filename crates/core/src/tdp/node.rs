@@ -44,6 +44,47 @@
 //!   decremented (dropped at TTL ≤ 1), DSCP set to the frame mark for reserved
 //!   packets and to a non-TDP value for best effort, checksums updated
 //!   incrementally. A forwarded probe (`wire::probe`) gets a hop record.
+//!
+//! # Events
+//!
+//! [`NodeCounters`] say how many packets slipped or were dropped; events say which.
+//! After [`Node::set_events`]`(true)` every slip and every drop the node counts also
+//! queues one typed [`NodeEvent`], drained with [`Node::poll_event`] like
+//! `poll_transmit`:
+//!
+//! ```text
+//! node.set_events(true);
+//! ... node.handle_packet(now, port, bytes, rx) / handle_timeout / poll_transmit ...
+//! while let Some(ev) = node.poll_event() {
+//!     match ev {
+//!         NodeEvent::Slip { flow, port, frame, at, why, action, probe } => ..,
+//!         NodeEvent::Drop { flow, port, at, why, probe } => ..,
+//!     }
+//! }
+//! ```
+//!
+//! - [`NodeEvent::Slip`], one per increment of a port's `slipped`: the reserved
+//!   packet's flow, output port, the frame it missed, when (`now_ns` of the call
+//!   that saw it), why ([`SlipReason`]: `Late` on arrival, `TooEarly` /
+//!   `QueueFull` when its frame queue refused it, `MissedFrame` when still queued
+//!   or held at the end of its frame, `PastDeadline` when handed out after the send
+//!   deadline) and what became of it ([`SlipOutcome`]: sent late, best effort, or
+//!   dropped).
+//! - [`NodeEvent::Drop`], one per other dropped packet ([`DropReason`]): on
+//!   reception (malformed, ARP, not IPv4, no route, no neighbour, TTL expired, for
+//!   the node itself, for another host, unknown port: the input port) or while
+//!   waiting to leave (policed at an edge, best-effort queue full or best effort
+//!   disabled: the output port). Received padding is not a drop. A slipped packet
+//!   that `on_slip = "drop"` drops is only a `Slip` (with `SlipOutcome::Dropped`);
+//!   one sent best effort that then finds the best-effort queue full is a `Slip`
+//!   followed by a `Drop`.
+//! - Both carry the probe's flow id and sequence number ([`ProbeTag`]) when the
+//!   packet is a probe.
+//!
+//! Events cost nothing while off (the default): no event is built, nothing is
+//! allocated. When on they wait in a queue of at most [`EVENT_CAPACITY`]; what
+//! does not fit is counted in `NodeCounters::events_lost`, never queued. Events
+//! change neither forwarding nor any other counter.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -56,6 +97,7 @@ use super::deps::{
     checksum, Classifier, EtherType, EthernetAddress, EthernetFrame, FiveTuple, Ipv4Packet,
     NeighbourTable, PortId, Prefix, Route, RouteTable, Rule, UdpPacket, DISCARD_PORT, PROTO_UDP,
 };
+pub use super::event::{DropReason, NodeEvent, ProbeTag, SlipOutcome, SlipReason, EVENT_CAPACITY};
 use super::marking::{classify, InputTracker, Mark};
 use super::pool::{PacketBuf, Pool};
 use super::queues::{EnqueueError, FrameQueues};
@@ -181,6 +223,23 @@ enum InDrop {
     Padding,
 }
 
+impl InDrop {
+    /// The event reason of a drop (padding is consumed, not dropped).
+    fn reason(self) -> Option<DropReason> {
+        Some(match self {
+            InDrop::Malformed => DropReason::Malformed,
+            InDrop::Arp => DropReason::Arp,
+            InDrop::NonIpv4 => DropReason::NonIpv4,
+            InDrop::NoRoute => DropReason::NoRoute,
+            InDrop::NoNeighbour => DropReason::NoNeighbour,
+            InDrop::TtlExpired => DropReason::TtlExpired,
+            InDrop::Local => DropReason::Local,
+            InDrop::OtherHost => DropReason::OtherHost,
+            InDrop::Padding => return None,
+        })
+    }
+}
+
 /// What a received IPv4 packet says (read before anything is rewritten).
 struct Parsed {
     dst_mac: EthernetAddress,
@@ -224,6 +283,10 @@ pub struct Node {
     pool: Pool,
     scratch: Vec<Pending>,
     counters: NodeCounters,
+    /// Whether slips and drops are queued as [`NodeEvent`]s.
+    events_on: bool,
+    /// At most [`EVENT_CAPACITY`]; empty (and unallocated) while events are off.
+    events: VecDeque<NodeEvent>,
 }
 
 impl Node {
@@ -324,6 +387,26 @@ impl Node {
         &self.counters
     }
 
+    /// Turns per-packet [`NodeEvent`]s on or off (off when built). Turning them off
+    /// discards the events not yet polled.
+    pub fn set_events(&mut self, on: bool) {
+        self.events_on = on;
+        if !on {
+            self.events = VecDeque::new();
+        }
+    }
+
+    /// Whether slips and drops are queued as [`NodeEvent`]s.
+    pub fn events_enabled(&self) -> bool {
+        self.events_on
+    }
+
+    /// The oldest slip or drop not polled yet; always `None` while events are off.
+    /// Call until `None` after each call that hands the node a packet or time.
+    pub fn poll_event(&mut self) -> Option<NodeEvent> {
+        self.events.pop_front()
+    }
+
     /// The frame the node is in (after the last call), `None` before the first.
     pub fn current_frame(&self) -> Option<i64> {
         self.current
@@ -396,6 +479,7 @@ impl Node {
     pub fn handle_buf(&mut self, now_ns: i64, port: PortId, buf: PacketBuf, rx: RxMeta) {
         let Some(pi) = self.port_index(port) else {
             self.counters.unknown_port += 1;
+            self.drop_event(now_ns, port, None, &buf, DropReason::UnknownPort);
             self.pool.put(buf);
             return;
         };
@@ -408,6 +492,7 @@ impl Node {
         if !self.forwards() {
             self.counters.local += 1;
             self.counters.ports[pi].rx_dropped += 1;
+            self.drop_event(now_ns, port, None, &buf, DropReason::Local);
             self.pool.put(buf);
             return;
         }
@@ -437,6 +522,9 @@ impl Node {
             }
             if why != InDrop::Padding {
                 c.ports[pi].rx_dropped += 1;
+            }
+            if let Some(r) = why.reason() {
+                self.drop_event(now_ns, port, p.flow, &p.buf, r);
             }
             self.pool.put(p.buf);
         }
@@ -468,6 +556,8 @@ impl Node {
                         self.counters.flows[fi].slipped += 1;
                         self.counters.flows[fi].late += 1;
                     }
+                    let (why, action) = (SlipReason::PastDeadline, SlipOutcome::SentLate);
+                    self.slip_event(now_ns, pi, &p, why, action);
                 }
                 return Some(self.transmit(now_ns, pi, p, TxKind::Reserved, Some(c)));
             }
@@ -567,20 +657,20 @@ impl Node {
             return Err((InDrop::TtlExpired, p));
         }
         if !tdp {
-            self.push_best_effort(out, p);
+            self.push_best_effort(now, out, p);
             return Ok(());
         }
         if marked {
             let Some(up) = upstream else {
-                self.push_best_effort(out, p);
+                self.push_best_effort(now, out, p);
                 return Ok(());
             };
             let d = p.flow.and_then(|fi| self.flows[fi].d).or(self.ports[pi].d);
             match d {
-                Some(d) => self.enqueue_reserved(out, up.saturating_add(i64::from(d)), p),
+                Some(d) => self.enqueue_reserved(now, out, up.saturating_add(i64::from(d)), p),
                 None => {
                     self.counters.unknown_flow += 1;
-                    self.push_best_effort(out, p);
+                    self.push_best_effort(now, out, p);
                 }
             }
             return Ok(());
@@ -589,12 +679,12 @@ impl Node {
             Some(fi) if self.config.role == Role::Edge && !self.flows[fi].slots.is_empty() => {
                 if self.flows[fi].out != out {
                     self.counters.misrouted += 1;
-                    self.push_best_effort(out, p);
+                    self.push_best_effort(now, out, p);
                 } else {
                     self.edge_admit(now, fi, p);
                 }
             }
-            _ => self.push_best_effort(out, p),
+            _ => self.push_best_effort(now, out, p),
         }
         Ok(())
     }
@@ -613,7 +703,7 @@ impl Node {
                 p.frame = f;
                 let c = self.ports[out].queues.current_frame();
                 if c.checked_add(1) == Some(f) {
-                    self.enqueue_reserved(out, f, p);
+                    self.enqueue_reserved(now, out, f, p);
                 } else {
                     let idx = f.rem_euclid(i64::from(self.k) + 1) as usize;
                     match self.ports[out].hold.get_mut(idx) {
@@ -621,18 +711,21 @@ impl Node {
                             q.push_back(p);
                             self.held += 1;
                         }
-                        None => self.slip(out, p),
+                        // (unreachable: an edge holds k + 1 frames)
+                        None => self.slip(now, out, p, SlipReason::TooEarly),
                     }
                 }
             }
             None if self.flows[fi].police => {
                 self.counters.flows[fi].policed += 1;
                 self.counters.ports[out].tx_dropped += 1;
+                let port = self.ports[out].id;
+                self.drop_event(now, port, p.flow, &p.buf, DropReason::Policed);
                 self.pool.put(p.buf);
             }
             None => {
                 self.counters.flows[fi].excess += 1;
-                self.push_best_effort(out, p);
+                self.push_best_effort(now, out, p);
             }
         }
     }
@@ -666,12 +759,12 @@ impl Node {
         None
     }
 
-    fn enqueue_reserved(&mut self, out: usize, frame: i64, mut p: Pending) {
+    fn enqueue_reserved(&mut self, now: i64, out: usize, frame: i64, mut p: Pending) {
         p.frame = frame;
         let bytes = wire_bytes(&self.ports[out].link, p.ip_len);
         match self.ports[out].queues.try_enqueue(frame, bytes, p) {
             Ok(_) => {}
-            Err((EnqueueError::Late { .. }, p)) => self.slip(out, p),
+            Err((EnqueueError::Late { .. }, p)) => self.slip(now, out, p, SlipReason::Late),
             // A packet placed too far ahead (its frame was recovered wrongly) or
             // finding its frame's queue full will not leave in its intended frame
             // either: it is a slip like a late one, and `on_slip` decides its fate.
@@ -679,23 +772,28 @@ impl Node {
             // link for seconds (mesh4).
             Err((EnqueueError::TooEarly { .. }, p)) => {
                 self.counters.too_early += 1;
-                self.slip(out, p);
+                self.slip(now, out, p, SlipReason::TooEarly);
             }
             Err((EnqueueError::Full { .. }, p)) => {
                 self.counters.queue_full += 1;
-                self.slip(out, p);
+                self.slip(now, out, p, SlipReason::QueueFull);
             }
         }
     }
 
     /// A reserved packet that missed its frame on port `out`.
-    fn slip(&mut self, out: usize, p: Pending) {
+    fn slip(&mut self, now: i64, out: usize, p: Pending, why: SlipReason) {
         self.counters.ports[out].slipped += 1;
         if let Some(fi) = p.flow {
             self.counters.flows[fi].slipped += 1;
         }
+        let action = match self.config.on_slip {
+            SlipAction::BestEffort => SlipOutcome::BestEffort,
+            SlipAction::Drop => SlipOutcome::Dropped,
+        };
+        self.slip_event(now, out, &p, why, action);
         match self.config.on_slip {
-            SlipAction::BestEffort => self.push_best_effort(out, p),
+            SlipAction::BestEffort => self.push_best_effort(now, out, p),
             SlipAction::Drop => {
                 self.counters.ports[out].tx_dropped += 1;
                 self.pool.put(p.buf);
@@ -703,16 +801,78 @@ impl Node {
         }
     }
 
-    fn push_best_effort(&mut self, out: usize, p: Pending) {
+    fn push_best_effort(&mut self, now: i64, out: usize, p: Pending) {
         let fifo = self.config.mode == Mode::Fifo;
         let port = &mut self.ports[out];
-        if (!fifo && !self.best_effort.enabled) || port.be.len() >= self.best_effort.queue {
-            self.counters.best_effort_dropped += 1;
-            self.counters.ports[out].tx_dropped += 1;
-            self.pool.put(p.buf);
+        let why = if !fifo && !self.best_effort.enabled {
+            DropReason::BestEffortDisabled
+        } else if port.be.len() >= self.best_effort.queue {
+            DropReason::BestEffortFull
+        } else {
+            port.be.push_back(p);
+            return;
+        };
+        self.counters.best_effort_dropped += 1;
+        self.counters.ports[out].tx_dropped += 1;
+        let id = self.ports[out].id;
+        self.drop_event(now, id, p.flow, &p.buf, why);
+        self.pool.put(p.buf);
+    }
+
+    // ----- events --------------------------------------------------------------
+
+    /// A slip of `p` on port `out`, if events are on.
+    fn slip_event(
+        &mut self,
+        now: i64,
+        out: usize,
+        p: &Pending,
+        why: SlipReason,
+        action: SlipOutcome,
+    ) {
+        if !self.events_on {
             return;
         }
-        port.be.push_back(p);
+        self.push_event(NodeEvent::Slip {
+            flow: p.flow.map(|fi| self.flows[fi].id),
+            port: self.ports[out].id,
+            frame: p.frame,
+            at: now,
+            why,
+            action,
+            probe: probe_tag(p.buf.as_slice()),
+        });
+    }
+
+    /// A drop of the packet in `buf` (of flow index `flow`) at `port`, if events
+    /// are on.
+    fn drop_event(
+        &mut self,
+        now: i64,
+        port: PortId,
+        flow: Option<usize>,
+        buf: &PacketBuf,
+        why: DropReason,
+    ) {
+        if !self.events_on {
+            return;
+        }
+        self.push_event(NodeEvent::Drop {
+            flow: flow.map(|fi| self.flows[fi].id),
+            port,
+            at: now,
+            why,
+            probe: probe_tag(buf.as_slice()),
+        });
+    }
+
+    /// The one place events are queued: bounded, the excess only counted.
+    fn push_event(&mut self, ev: NodeEvent) {
+        if self.events.len() >= EVENT_CAPACITY {
+            self.counters.events_lost += 1;
+        } else {
+            self.events.push_back(ev);
+        }
     }
 
     // ----- frames --------------------------------------------------------------
@@ -743,7 +903,7 @@ impl Node {
         let mut g = c;
         while g < stepped_to {
             g += 1;
-            self.step_to(g);
+            self.step_to(now, g);
         }
         if stepped_to < f {
             let skipped = (f.saturating_sub(stepped_to) - 1) as u64;
@@ -754,13 +914,13 @@ impl Node {
                 let mut scratch = std::mem::take(&mut self.scratch);
                 self.ports[pi].queues.skip_to(f, |_, p| scratch.push(p));
                 for p in scratch.drain(..) {
-                    self.slip(pi, p);
+                    self.slip(now, pi, p, SlipReason::MissedFrame);
                 }
                 self.scratch = scratch;
                 for q in 0..self.ports[pi].hold.len() {
                     while let Some(p) = self.ports[pi].hold[q].pop_front() {
                         self.held -= 1;
-                        self.slip(pi, p);
+                        self.slip(now, pi, p, SlipReason::MissedFrame);
                     }
                 }
             }
@@ -770,8 +930,8 @@ impl Node {
         }
     }
 
-    /// One frame later than the current one.
-    fn step_to(&mut self, g: i64) {
+    /// One frame later than the current one (`now`: the instant of the call).
+    fn step_to(&mut self, now: i64, g: i64) {
         self.current = Some(g);
         let ring = i64::from(self.k) + 1;
         for pi in 0..self.ports.len() {
@@ -781,7 +941,7 @@ impl Node {
             let mut scratch = std::mem::take(&mut self.scratch);
             self.ports[pi].queues.advance_to(g, |_, p| scratch.push(p));
             for p in scratch.drain(..) {
-                self.slip(pi, p);
+                self.slip(now, pi, p, SlipReason::MissedFrame);
             }
             self.scratch = scratch;
             // edge: the frame after this one is now within reach of the queues
@@ -791,9 +951,9 @@ impl Node {
                 while let Some(p) = self.ports[pi].hold[idx].pop_front() {
                     self.held -= 1;
                     if p.frame == next {
-                        self.enqueue_reserved(pi, next, p);
+                        self.enqueue_reserved(now, pi, next, p);
                     } else {
-                        self.slip(pi, p);
+                        self.slip(now, pi, p, SlipReason::MissedFrame);
                     }
                 }
             }
@@ -1024,6 +1184,28 @@ fn rewrite_egress(buf: &mut [u8], dscp: DscpAction, hop: Option<&HopRecord>) -> 
         udp.fill_checksum(src, dst);
     }
     HopOutcome::Recorded
+}
+
+/// The probe a frame carries (flow id and sequence number), if it is one. Only
+/// called for events, which are rare.
+fn probe_tag(buf: &[u8]) -> Option<ProbeTag> {
+    let eth = EthernetFrame::new_checked(buf).ok()?;
+    if eth.ethertype() != EtherType::IPV4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if ip.protocol() != PROTO_UDP || ip.frag_offset() != 0 || ip.more_frags() {
+        return None;
+    }
+    let udp = UdpPacket::new_checked(ip.payload()).ok()?;
+    if !udp.payload().starts_with(&MAGIC) {
+        return None;
+    }
+    let probe = ProbePacket::new_checked(udp.payload()).ok()?;
+    Some(ProbeTag {
+        flow: probe.flow_id(),
+        seq: probe.seq(),
+    })
 }
 
 /// A padding frame with DSCP 0 and valid checksums: Ethernet to the neighbour,
@@ -1401,6 +1583,8 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         pool: Pool::new(POOL_KEEP),
         scratch: Vec::new(),
         counters,
+        events_on: false,
+        events: VecDeque::new(),
         config,
     })
 }

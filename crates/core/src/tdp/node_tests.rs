@@ -1537,3 +1537,426 @@ proptest! {
         prop_assert_eq!(c.ports[0].rx_packets + c.ports[1].rx_packets, 4);
     }
 }
+
+// ----- events -----------------------------------------------------------------
+
+fn events_of(node: &mut Node) -> Vec<NodeEvent> {
+    std::iter::from_fn(|| node.poll_event()).collect()
+}
+
+#[test]
+fn a_late_reserved_packet_is_one_slip_event() {
+    let mut config = core_config();
+    config.flows = vec![flow(1, 5001, 2, None, vec![])];
+    config.padding = true;
+    config.ports[0].padding = Some(false);
+    config.ports[1].padding = Some(false);
+    let c = clock(4);
+    let mut node = Node::new(config).unwrap();
+    node.set_events(true);
+    let pkt = |f: i64, tag: u32| Udp::to(dst(), 5001).dscp(c.dscp(f)).sized(100, tag);
+    // frame 0 -> 2, on time: no event
+    node.handle_packet(10, PortId(1), &pkt(0, 0), RxMeta::default());
+    assert_eq!(node.poll_event(), None);
+    // frame 0 again, processed in frame 2: late for frame 2
+    node.handle_packet(2 * TF + 10, PortId(1), &pkt(0, 1), RxMeta::default());
+    assert_eq!(
+        events_of(&mut node),
+        vec![NodeEvent::Slip {
+            flow: Some(1),
+            port: PortId(2),
+            frame: 2,
+            at: 2 * TF + 10,
+            why: SlipReason::Late,
+            action: SlipOutcome::BestEffort,
+            probe: None,
+        }]
+    );
+    while let Some(tx) = node.poll_transmit(2 * TF + 10) {
+        node.recycle(tx.buf);
+    }
+    assert_eq!(node.poll_event(), None);
+    // frame 2 -> 4, nobody polls during frame 4: it misses its frame in the queue
+    node.handle_packet(3 * TF, PortId(1), &pkt(2, 2), RxMeta::default());
+    node.handle_timeout(5 * TF + 7);
+    assert_eq!(
+        events_of(&mut node),
+        vec![NodeEvent::Slip {
+            flow: Some(1),
+            port: PortId(2),
+            frame: 4,
+            at: 5 * TF + 7,
+            why: SlipReason::MissedFrame,
+            action: SlipOutcome::BestEffort,
+            probe: None,
+        }]
+    );
+    let cn = node.counters();
+    assert_eq!((cn.flows[0].slipped, cn.ports[1].slipped), (2, 2));
+}
+
+#[test]
+fn slips_after_the_deadline_and_dropped_slips_say_so() {
+    let mut config = core_config();
+    config.flows = vec![flow(1, 5001, 2, None, vec![])];
+    config.padding = true;
+    config.ports[0].padding = Some(false);
+    config.ports[1].padding = Some(false);
+    config.frame.guard = Duration::from_micros(10);
+    config.on_slip = SlipAction::Drop;
+    let c = clock(4);
+    let mut node = Node::new(config).unwrap();
+    node.set_events(true);
+    let pkt = |f: i64, tag: u32| Udp::to(dst(), 5001).dscp(c.dscp(f)).sized(100, tag);
+    node.handle_packet(10, PortId(1), &pkt(0, 0), RxMeta::default());
+    let tx = node.poll_transmit(2 * TF + 95_000).unwrap();
+    assert_eq!((tx.kind, tx.frame), (TxKind::Reserved, Some(2)));
+    node.recycle(tx.buf);
+    // too late with on_slip = drop: one Slip event, no Drop event
+    node.handle_packet(3 * TF, PortId(1), &pkt(1, 1), RxMeta::default());
+    assert_eq!(
+        events_of(&mut node),
+        vec![
+            NodeEvent::Slip {
+                flow: Some(1),
+                port: PortId(2),
+                frame: 2,
+                at: 2 * TF + 95_000,
+                why: SlipReason::PastDeadline,
+                action: SlipOutcome::SentLate,
+                probe: None,
+            },
+            NodeEvent::Slip {
+                flow: Some(1),
+                port: PortId(2),
+                frame: 3,
+                at: 3 * TF,
+                why: SlipReason::Late,
+                action: SlipOutcome::Dropped,
+                probe: None,
+            }
+        ]
+    );
+}
+
+#[test]
+fn a_full_frame_queue_is_a_queue_full_slip_event() {
+    let mut config = core_config();
+    config.flows = vec![flow(1, 5001, 2, None, vec![])];
+    config.on_slip = SlipAction::Drop;
+    let c = clock(4);
+    let mut node = Node::new(config).unwrap();
+    node.set_events(true);
+    for tag in 0..3 {
+        let pkt = Udp::to(dst(), 5001).dscp(c.dscp(0)).sized(500, tag);
+        node.handle_packet(10, PortId(1), &pkt, RxMeta::default());
+    }
+    let got = events_of(&mut node);
+    assert!(
+        matches!(
+            got.as_slice(),
+            [NodeEvent::Slip {
+                flow: Some(1),
+                frame: 2,
+                why: SlipReason::QueueFull,
+                action: SlipOutcome::Dropped,
+                ..
+            }]
+        ),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn drops_on_reception_are_drop_events_of_the_input_port() {
+    let mut node = Node::new(core_config()).unwrap();
+    node.set_events(true);
+    // no route
+    let far = Udp::to(ip(192, 168, 0, 1), 1).frame(b"z");
+    node.handle_packet(40_000, PortId(1), &far, RxMeta::default());
+    // TTL 1
+    let ttl = Udp::to(dst(), 5000).ttl(1).frame(b"x");
+    node.handle_packet(41_000, PortId(1), &ttl, RxMeta::default());
+    // a port the node does not have
+    node.handle_packet(42_000, PortId(9), &ttl, RxMeta::default());
+    let drop = |port: u16, at: i64, why: DropReason| NodeEvent::Drop {
+        flow: None,
+        port: PortId(port),
+        at,
+        why,
+        probe: None,
+    };
+    assert_eq!(
+        events_of(&mut node),
+        vec![
+            drop(1, 40_000, DropReason::NoRoute),
+            drop(1, 41_000, DropReason::TtlExpired),
+            drop(9, 42_000, DropReason::UnknownPort),
+        ]
+    );
+    // a dropped probe names itself
+    let repr = ProbeRepr {
+        flow_id: 3,
+        seq: 9,
+        frame: 0,
+        total_len: 128,
+        ..ProbeRepr::default()
+    };
+    let mut payload = vec![0u8; 128];
+    repr.emit_into(&mut payload).unwrap();
+    let probe = Udp::to(ip(192, 168, 0, 1), 1).frame(&payload);
+    node.handle_packet(43_000, PortId(1), &probe, RxMeta::default());
+    assert_eq!(
+        events_of(&mut node),
+        vec![NodeEvent::Drop {
+            flow: None,
+            port: PortId(1),
+            at: 43_000,
+            why: DropReason::NoRoute,
+            probe: Some(ProbeTag { flow: 3, seq: 9 }),
+        }]
+    );
+}
+
+#[test]
+fn a_policed_edge_packet_is_a_drop_event_of_its_flow() {
+    let (mut sim, _) = chain(false);
+    let mut edge = sim.nodes.remove(0);
+    edge.set_events(true);
+    // five packets of flow 1 in frame 0: 3 fit in the next cycle, 2 are policed
+    for i in 0..5 {
+        edge.handle_packet(
+            10_000 + i64::from(i),
+            PortId(1),
+            &host_packet(5001, i),
+            RxMeta::default(),
+        );
+    }
+    let policed = |at: i64| NodeEvent::Drop {
+        flow: Some(1),
+        port: PortId(2),
+        at,
+        why: DropReason::Policed,
+        probe: None,
+    };
+    assert_eq!(events_of(&mut edge), vec![policed(10_003), policed(10_004)]);
+    assert_eq!(edge.counters().flows[0].policed, 2);
+}
+
+#[test]
+fn events_are_off_by_default_and_when_turned_off() {
+    let mut node = Node::new(core_config()).unwrap();
+    assert!(!node.events_enabled());
+    let far = Udp::to(ip(192, 168, 0, 1), 1).frame(b"z");
+    node.handle_packet(10, PortId(1), &far, RxMeta::default());
+    assert_eq!(node.poll_event(), None);
+    assert_eq!(node.counters().no_route, 1);
+    node.set_events(true);
+    node.handle_packet(20, PortId(1), &far, RxMeta::default());
+    node.set_events(false);
+    assert_eq!(node.poll_event(), None);
+    node.handle_packet(30, PortId(1), &far, RxMeta::default());
+    assert_eq!(node.poll_event(), None);
+    assert_eq!(node.counters().no_route, 3);
+    assert_eq!(node.counters().events_lost, 0);
+}
+
+#[test]
+fn the_event_queue_is_bounded_and_counts_what_it_loses() {
+    let mut node = Node::new(core_config()).unwrap();
+    node.set_events(true);
+    let far = Udp::to(ip(192, 168, 0, 1), 1).frame(b"z");
+    for i in 0..EVENT_CAPACITY as i64 + 3 {
+        node.handle_packet(i, PortId(1), &far, RxMeta::default());
+    }
+    assert_eq!(node.counters().events_lost, 3);
+    assert_eq!(node.counters().no_route, EVENT_CAPACITY as u64 + 3);
+    let got = events_of(&mut node);
+    assert_eq!(got.len(), EVENT_CAPACITY);
+    // the oldest are kept
+    assert_eq!(got[0].at(), 0);
+    assert_eq!(got[EVENT_CAPACITY - 1].at(), EVENT_CAPACITY as i64 - 1);
+    // room again once drained
+    node.handle_packet(1 << 40, PortId(1), &far, RxMeta::default());
+    assert_eq!(node.poll_event().map(|e| e.at()), Some(1 << 40));
+    assert_eq!(node.counters().events_lost, 3);
+    // and a counters file without lost events does not mention them
+    let fresh = Node::new(core_config()).unwrap();
+    let json = serde_json::to_string(fresh.counters()).unwrap();
+    assert!(!json.contains("events_lost"), "{json}");
+}
+
+/// Events mirror the counters one for one.
+fn check_events_match_counters(
+    events: &[NodeEvent],
+    c: &NodeCounters,
+) -> Result<(), TestCaseError> {
+    let mut rx_drops: HashMap<PortId, u64> = HashMap::new();
+    let mut tx_drops: HashMap<PortId, u64> = HashMap::new();
+    let mut slips: HashMap<PortId, u64> = HashMap::new();
+    let mut late: HashMap<PortId, u64> = HashMap::new();
+    let mut by_drop: HashMap<DropReason, u64> = HashMap::new();
+    let mut by_slip: HashMap<SlipReason, u64> = HashMap::new();
+    let mut flow_slips: HashMap<u32, u64> = HashMap::new();
+    let mut policed: HashMap<u32, u64> = HashMap::new();
+    for e in events {
+        match *e {
+            NodeEvent::Slip {
+                flow,
+                port,
+                why,
+                action,
+                ..
+            } => {
+                *slips.entry(port).or_default() += 1;
+                *by_slip.entry(why).or_default() += 1;
+                if let Some(f) = flow {
+                    *flow_slips.entry(f).or_default() += 1;
+                }
+                match action {
+                    SlipOutcome::SentLate => *late.entry(port).or_default() += 1,
+                    SlipOutcome::Dropped => *tx_drops.entry(port).or_default() += 1,
+                    SlipOutcome::BestEffort => {}
+                }
+                prop_assert_eq!(
+                    action == SlipOutcome::SentLate,
+                    why == SlipReason::PastDeadline
+                );
+            }
+            NodeEvent::Drop {
+                flow, port, why, ..
+            } => {
+                *by_drop.entry(why).or_default() += 1;
+                match why {
+                    DropReason::Policed
+                    | DropReason::BestEffortFull
+                    | DropReason::BestEffortDisabled => *tx_drops.entry(port).or_default() += 1,
+                    DropReason::UnknownPort => {}
+                    _ => *rx_drops.entry(port).or_default() += 1,
+                }
+                if why == DropReason::Policed {
+                    *policed.entry(flow.unwrap()).or_default() += 1;
+                }
+            }
+        }
+    }
+    let n = |m: &HashMap<PortId, u64>, p: PortId| m.get(&p).copied().unwrap_or(0);
+    for p in &c.ports {
+        prop_assert_eq!(n(&rx_drops, p.port), p.rx_dropped, "rx_dropped {}", p.port);
+        prop_assert_eq!(n(&tx_drops, p.port), p.tx_dropped, "tx_dropped {}", p.port);
+        prop_assert_eq!(n(&slips, p.port), p.slipped, "slipped {}", p.port);
+        prop_assert_eq!(n(&late, p.port), p.late_tx, "late_tx {}", p.port);
+    }
+    for f in &c.flows {
+        prop_assert_eq!(flow_slips.get(&f.flow).copied().unwrap_or(0), f.slipped);
+        prop_assert_eq!(policed.get(&f.flow).copied().unwrap_or(0), f.policed);
+    }
+    let d = |r: DropReason| by_drop.get(&r).copied().unwrap_or(0);
+    prop_assert_eq!(d(DropReason::Malformed), c.malformed);
+    prop_assert_eq!(d(DropReason::Arp), c.arp);
+    prop_assert_eq!(d(DropReason::NonIpv4), c.non_ipv4);
+    prop_assert_eq!(d(DropReason::NoRoute), c.no_route);
+    prop_assert_eq!(d(DropReason::NoNeighbour), c.no_neighbour);
+    prop_assert_eq!(d(DropReason::TtlExpired), c.ttl_expired);
+    prop_assert_eq!(d(DropReason::Local), c.local);
+    prop_assert_eq!(d(DropReason::OtherHost), c.other_host);
+    prop_assert_eq!(d(DropReason::UnknownPort), c.unknown_port);
+    prop_assert_eq!(
+        d(DropReason::BestEffortFull) + d(DropReason::BestEffortDisabled),
+        c.best_effort_dropped
+    );
+    let s = |r: SlipReason| by_slip.get(&r).copied().unwrap_or(0);
+    prop_assert_eq!(s(SlipReason::TooEarly), c.too_early);
+    prop_assert_eq!(s(SlipReason::QueueFull), c.queue_full);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// With events on a node forwards exactly as with them off, counts the same,
+    /// and queues one event per slip or drop it counts.
+    #[test]
+    fn events_change_nothing_and_mirror_the_counters(
+        packets in proptest::collection::vec(
+            (0i64..1_500_000, 0u8..11, 0i64..20, 1u8..4, 0u8..3),
+            1..120,
+        ),
+        edge in any::<bool>(),
+        drop_slips in any::<bool>(),
+        guard in any::<bool>(),
+        be_queue in 1usize..4,
+        be_enabled in any::<bool>(),
+        polls in proptest::collection::vec(0i64..1_600_000, 0..40),
+    ) {
+        let (sim, _) = chain(true);
+        let mut config = if edge { sim.nodes[0].config().clone() } else { core_config() };
+        if !edge {
+            config.flows = vec![flow(1, 5001, 2, None, vec![]), flow(2, 5002, 2, Some(3), vec![])];
+            config.padding = true;
+            config.ports[1].padding = Some(false);
+        }
+        config.on_slip = if drop_slips { SlipAction::Drop } else { SlipAction::BestEffort };
+        if guard {
+            config.frame.guard = Duration::from_micros(50);
+        }
+        config.best_effort.queue = be_queue;
+        config.best_effort.enabled = be_enabled;
+        let macs: Vec<EthernetAddress> = config.ports.iter().map(|p| p.mac).collect();
+        let addrs: Vec<Ipv4Addr> = config.ports.iter().map(|p| p.addr).collect();
+        let c = clock(config.frame.k);
+        let mut quiet = Node::new(config.clone()).unwrap();
+        let mut loud = Node::new(config).unwrap();
+        loud.set_events(true);
+        // arrivals and polls in time order
+        let mut steps: Vec<(i64, Option<usize>)> =
+            packets.iter().enumerate().map(|(i, p)| (p.0, Some(i))).collect();
+        steps.extend(polls.iter().map(|&t| (t, None)));
+        steps.sort();
+        let mut events = Vec::new();
+        for (t, what) in steps {
+            let mut sent = [Vec::new(), Vec::new()];
+            for (n, node) in [&mut quiet, &mut loud].into_iter().enumerate() {
+                match what {
+                    Some(i) => {
+                        let (_, kind, f, ttl, port) = packets[i];
+                        let (dst_ip, dport, dscp) = match kind {
+                            0 => (ip(10, 0, 2, 2), 5001, 0),
+                            1 => (ip(10, 0, 2, 2), 5002, 0),
+                            2 => (dst(), 5001, c.dscp(f)),
+                            3 => (dst(), 5002, c.dscp(f)),
+                            4 => (dst(), 6000, c.dscp(f)),
+                            5 => (ip(192, 168, 0, 1), 1, 0),
+                            6 => (addrs[usize::from(port) % 2], 7, 0),
+                            7 => (ip(10, 0, 2, 2), 6000, 0),
+                            // no neighbour behind the core's connected 10.0.2.0/24
+                            _ => (ip(10, 0, 2, 77), 6000, 0),
+                        };
+                        let m = macs.get(usize::from(port).wrapping_sub(1)).copied().unwrap_or(mac(9, 9));
+                        let mut bytes = Udp::to(dst_ip, dport)
+                            .dst_mac(m)
+                            .dscp(dscp)
+                            .ttl(ttl)
+                            .sized(200 + 100 * usize::from(kind % 3), i as u32);
+                        match kind {
+                            9 => bytes[24] ^= 0xff,     // IPv4 checksum
+                            10 => bytes[12] = 0x86,     // not IPv4
+                            _ => {}
+                        }
+                        node.handle_packet(t, PortId(u16::from(port)), &bytes, RxMeta::default());
+                    }
+                    None => node.handle_timeout(t),
+                }
+                while let Some(tx) = node.poll_transmit(t) {
+                    sent[n].push((tx.port, tx.kind, tx.frame, tx.flow, tx.buf.as_slice().to_vec()));
+                    node.recycle(tx.buf);
+                }
+            }
+            prop_assert_eq!(&sent[0], &sent[1]);
+            prop_assert_eq!(quiet.poll_event(), None);
+            events.extend(std::iter::from_fn(|| loud.poll_event()));
+        }
+        prop_assert_eq!(quiet.counters(), loud.counters());
+        check_events_match_counters(&events, loud.counters())?;
+    }
+}

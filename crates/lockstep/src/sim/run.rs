@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use lockstep_core::tdp::SlipOutcome;
 use lockstep_core::{ClockId, Duration};
 use lockstep_plan::plan::{plan, Plan};
 use lockstep_plan::scenario::{RunMode, RunSpec, Scenario};
-use lockstep_sim::{Engine, EngineStats, Kind, SimOptions};
+use lockstep_sim::{Engine, EngineStats, Kind, NodeEventSummary, SimOptions};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -34,6 +35,8 @@ pub struct SimOutcome {
     pub stats: EngineStats,
     pub wall_ns: i64,
     pub loads: Vec<LoadLine>,
+    /// Each router's slips and drops by reason (from its events), in plan order.
+    pub node_events: Vec<(String, NodeEventSummary)>,
 }
 
 /// What a best-effort load did.
@@ -184,6 +187,10 @@ pub fn simulate(
         stats: e.stats(),
         wall_ns: wall,
         loads: loads(p, &e),
+        node_events: e
+            .node_events()
+            .map(|(n, s)| (n.to_string(), s.clone()))
+            .collect(),
     })
 }
 
@@ -304,7 +311,49 @@ fn run_json(o: &SimOutcome) -> Value {
         "events": o.stats.events,
         "packet_hops": o.stats.packet_hops,
         "link_drops": o.stats.link_drops,
+        "node_events": node_events_json(&o.node_events),
     })
+}
+
+/// `{"r1": {"slips": 0, "slip_reasons": {}, ...}, ...}`: every router, keys in a
+/// fixed order.
+fn node_events_json(nodes: &[(String, NodeEventSummary)]) -> Value {
+    let map: BTreeMap<&str, &NodeEventSummary> =
+        nodes.iter().map(|(n, s)| (n.as_str(), s)).collect();
+    serde_json::to_value(map).unwrap_or(Value::Null)
+}
+
+/// `r2: 3 slips (late 3; best effort 3), 1 drop (no route 1)`, or `None` for a
+/// router with neither.
+fn node_events_line(name: &str, s: &NodeEventSummary) -> Option<String> {
+    if s.is_empty() {
+        return None;
+    }
+    fn counts<K: Copy>(m: &BTreeMap<K, u64>, name: impl Fn(K) -> &'static str) -> String {
+        m.iter()
+            .map(|(&k, n)| format!("{} {n}", name(k).replace('_', " ")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+    let plural = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let mut line = format!("{name}: {}", plural(s.slips, "slip"));
+    if s.slips > 0 {
+        let outcome = |o: SlipOutcome| match o {
+            SlipOutcome::SentLate => "sent late",
+            SlipOutcome::BestEffort => "best effort",
+            SlipOutcome::Dropped => "dropped",
+        };
+        line.push_str(&format!(
+            " ({}; {})",
+            counts(&s.slip_reasons, |r| r.name()),
+            counts(&s.slip_outcomes, outcome)
+        ));
+    }
+    line.push_str(&format!(", {}", plural(s.drops, "drop")));
+    if s.drops > 0 {
+        line.push_str(&format!(" ({})", counts(&s.drop_reasons, |r| r.name())));
+    }
+    Some(line)
 }
 
 fn perf_json(o: &SimOutcome) -> Value {
@@ -335,6 +384,19 @@ fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome]) -> String {
     } else if let Some(t) = tables::comparison_table(&pairs) {
         out.push_str(&t);
         out.push('\n');
+    }
+    for o in outcomes {
+        let lines: Vec<String> = o
+            .node_events
+            .iter()
+            .filter_map(|(n, s)| node_events_line(n, s))
+            .collect();
+        if !lines.is_empty() {
+            out.push_str(&format!("{}: slips and drops per router\n", o.run.label));
+            for l in lines {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
     }
     for o in outcomes {
         let secs = o.wall_ns.max(1) as f64 / 1e9;
@@ -391,4 +453,92 @@ fn paper_table(name: &str, runs: &[(RunSpec, Vec<FlowLine>)]) -> Option<String> 
         ));
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use lockstep_core::net::PortId;
+    use lockstep_core::tdp::{DropReason, NodeEvent, SlipReason};
+
+    use super::*;
+
+    fn summary(events: &[NodeEvent]) -> NodeEventSummary {
+        let mut s = NodeEventSummary::default();
+        for e in events {
+            s.add(e);
+        }
+        s
+    }
+
+    fn slip(why: SlipReason, action: SlipOutcome) -> NodeEvent {
+        NodeEvent::Slip {
+            flow: Some(1),
+            port: PortId(1),
+            frame: 7,
+            at: 0,
+            why,
+            action,
+            probe: None,
+        }
+    }
+
+    fn drop(why: DropReason) -> NodeEvent {
+        NodeEvent::Drop {
+            flow: None,
+            port: PortId(0),
+            at: 0,
+            why,
+            probe: None,
+        }
+    }
+
+    #[test]
+    fn one_line_per_router_with_slips_or_drops() {
+        let late = slip(SlipReason::Late, SlipOutcome::BestEffort);
+        let r2 = summary(&[late, late, late]);
+        assert_eq!(
+            node_events_line("r2", &r2).unwrap(),
+            "r2: 3 slips (late 3; best effort 3), 0 drops"
+        );
+        let r3 = summary(&[
+            slip(SlipReason::MissedFrame, SlipOutcome::Dropped),
+            drop(DropReason::NoRoute),
+            drop(DropReason::BestEffortFull),
+            drop(DropReason::NoRoute),
+        ]);
+        assert_eq!(
+            node_events_line("r3", &r3).unwrap(),
+            "r3: 1 slip (missed frame 1; dropped 1), 3 drops (no route 2, best effort full 1)"
+        );
+        assert_eq!(node_events_line("r1", &NodeEventSummary::default()), None);
+    }
+
+    #[test]
+    fn the_json_map_has_every_router_in_a_fixed_order() {
+        let r2 = summary(&[
+            slip(SlipReason::Late, SlipOutcome::Dropped),
+            drop(DropReason::TtlExpired),
+        ]);
+        let nodes = vec![
+            ("r2".to_string(), r2),
+            ("r10".to_string(), NodeEventSummary::default()),
+        ];
+        let v = node_events_json(&nodes);
+        assert_eq!(
+            v,
+            json!({
+                "r10": {"slips": 0, "slip_reasons": {}, "slip_outcomes": {}, "drops": 0, "drop_reasons": {}},
+                "r2": {
+                    "slips": 1, "slip_reasons": {"late": 1}, "slip_outcomes": {"dropped": 1},
+                    "drops": 1, "drop_reasons": {"ttl_expired": 1}
+                },
+            })
+        );
+        let text = serde_json::to_string(&v).unwrap();
+        assert_eq!(
+            text,
+            serde_json::to_string(&node_events_json(&nodes)).unwrap()
+        );
+        assert!(text.find("\"r10\"").unwrap() < text.find("\"r2\"").unwrap());
+    }
 }
