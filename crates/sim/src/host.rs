@@ -129,7 +129,7 @@ fn udp_payload(frame: &[u8], addr: Option<Ipv4Addr>) -> Option<(u16, &[u8])> {
         if Some(ip.dst_addr()) != addr || ip.protocol() != PROTO_UDP {
             return None;
         }
-        let ihl = ip.header_len() as usize;
+        let ihl = ip.header_len();
         let udp = UdpPacket::new_checked(ip.payload()).ok()?;
         (ihl, usize::from(udp.len()), udp.dst_port())
     };

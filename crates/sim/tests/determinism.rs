@@ -1,0 +1,108 @@
+//! A run is a pure function of (plan, options): the line scenario, FIFO and TDP,
+//! simulated twice with the same `SimOptions` gives the same deliveries (every probe,
+//! its hop records and receive times, and the receiving node), the same
+//! `EngineStats` and the same router counters, exactly. The options use a measured
+//! host model (a wake-up histogram), the one that draws from the seeded generator;
+//! another seed must then change the deliveries, so the comparison is not vacuous.
+//! The ideal host model (the default) twice as well.
+
+use lockstep_core::tdp::{Delivery, NodeCounters};
+use lockstep_plan::plan::plan;
+use lockstep_plan::scenario::{RunMode, Scenario};
+use lockstep_sim::{engine, EngineStats, HostModel, Kind, Measured, SimOptions};
+
+const LINE: &str = include_str!("../../../scenarios/line.toml");
+
+/// Everything a run yields.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    deliveries: Vec<(usize, Delivery)>,
+    stats: EngineStats,
+    routers: Vec<(String, NodeCounters)>,
+}
+
+fn run(mode: RunMode, opts: &SimOptions) -> Outcome {
+    let s = Scenario::parse("line.toml", LINE).unwrap();
+    let spec = s.runs().into_iter().find(|r| r.mode == mode).unwrap();
+    let p = plan(&s, &spec).unwrap();
+    let mut e = engine(&p, opts).unwrap();
+    let mut deliveries = Vec::new();
+    let end = opts.start_ns + 1_000_000_000;
+    e.run_until(end, &mut |node, d| deliveries.push((node, *d)));
+    e.stop_sources();
+    e.run_until(end + 1_000_000_000, &mut |node, d| {
+        deliveries.push((node, *d))
+    });
+    let routers = e
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            Kind::Router(r) => Some((n.name.clone(), r.counters().clone())),
+            Kind::Host(_) => None,
+        })
+        .collect();
+    Outcome {
+        deliveries,
+        stats: e.stats(),
+        routers,
+    }
+}
+
+/// Wake-up latencies from 0 to 150 µs (TF is 250 µs): late enough to move packets
+/// between frames now and then.
+fn measured(seed: u64) -> SimOptions {
+    let m = Measured::new(
+        "test histogram".into(),
+        &[0, 2_000, 5_000, 20_000, 60_000, 150_000],
+        &[40, 30, 15, 10, 4, 1],
+    )
+    .unwrap();
+    SimOptions {
+        seed,
+        host: HostModel::Measured(m),
+        ..SimOptions::default()
+    }
+}
+
+/// `a` and `b` equal, or the first thing that differs.
+fn assert_same(a: &Outcome, b: &Outcome, what: &str) {
+    assert_eq!(a.stats, b.stats, "{what}");
+    assert_eq!(a.routers, b.routers, "{what}");
+    assert_eq!(a.deliveries.len(), b.deliveries.len(), "{what}");
+    if let Some(i) = (0..a.deliveries.len()).find(|&i| a.deliveries[i] != b.deliveries[i]) {
+        panic!(
+            "{what}: delivery {i} differs:\n{:?}\n{:?}",
+            a.deliveries[i], b.deliveries[i]
+        );
+    }
+    assert!(a == b, "{what}");
+}
+
+#[test]
+fn the_same_options_twice_give_the_same_run() {
+    for mode in [RunMode::Fifo, RunMode::Tdp] {
+        let a = run(mode, &measured(7));
+        let b = run(mode, &measured(7));
+        assert!(a.deliveries.len() > 3000, "{mode:?}: {:?}", a.stats);
+        assert_same(&a, &b, &format!("{mode:?}, seed 7 twice"));
+        let c = run(mode, &measured(8));
+        assert!(
+            a.deliveries != c.deliveries,
+            "{mode:?}: seeds 7 and 8 gave the same deliveries: the seed is not used"
+        );
+    }
+}
+
+#[test]
+fn ideal_hosts_twice_give_the_same_run() {
+    let opts = SimOptions {
+        seed: 7,
+        ..SimOptions::default()
+    };
+    for mode in [RunMode::Fifo, RunMode::Tdp] {
+        let a = run(mode, &opts);
+        let b = run(mode, &opts);
+        assert!(a.deliveries.len() > 3000, "{mode:?}: {:?}", a.stats);
+        assert_same(&a, &b, &format!("{mode:?}, ideal hosts, seed 7 twice"));
+    }
+}
