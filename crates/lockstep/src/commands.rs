@@ -32,8 +32,9 @@ pub enum Command {
     /// generator of large networks (`gen`).
     #[command(subcommand)]
     Sim(crate::sim::SimCmd),
-    /// Run the mesh4 scenario (baldi2006: FIFO vs TDP on a loaded 100 Mb/s mesh) and print
-    /// where the report is.
+    /// Run the mesh4 scenario (baldi2006: FIFO vs TDP on a full 100 Mb/s mesh), first
+    /// simulated on an ideal host, then in namespaces on this machine; print both
+    /// tables and where the reports are.
     Demo(crate::lab::DemoArgs),
     /// Print (or --apply) the tc commands for shaped flows (tbf/htb) and TDP port
     /// schedules (taprio + etf).

@@ -104,7 +104,7 @@ pub struct PlanArgs {
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Traffic duration of each of the two runs (default 10s).
+    /// Traffic duration of each run, simulated and measured (default 10s).
     #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
     pub duration: Option<Duration>,
     /// Result directory (default: lab-results/mesh4-<time>).
@@ -331,9 +331,20 @@ pub fn compress(v: &[u32]) -> String {
     out.join(",")
 }
 
+/// mesh4 twice: simulated on an ideal host (what TDP does when every node acts on
+/// time), then in namespaces on this machine (what this host does to it).
 pub fn demo(args: DemoArgs) -> Result<()> {
     let s =
         Scenario::parse("scenarios/mesh4.toml", MESH4).map_err(|e| UsageError(e.to_string()))?;
+    if !args.quiet {
+        eprintln!(
+            "== 1/2 simulated: mesh4 in virtual time, every node acting on time (ideal host)"
+        );
+    }
+    crate::sim::run::run_scenario(&s, &demo_sim_args(&args))?;
+    if !args.quiet {
+        eprintln!("\n== 2/2 measured: mesh4 in network namespaces on this machine, in real time");
+    }
     let opts = run::RunOptions {
         duration: args.duration,
         output: args.output,
@@ -342,7 +353,35 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         quiet: args.quiet,
     };
     // run_scenario ends by printing where the results and the report are
-    run::run_scenario(&s, &opts)
+    run::run_scenario(&s, &opts)?;
+    println!("\n{DEMO_NOTE}");
+    Ok(())
+}
+
+const DEMO_NOTE: &str = "Simulated: with every node acting on time, TDP keeps each flow's jitter \
+under 2 frames (500us) at full load, while FIFO's is in milliseconds. Measured: here the \
+host's late wake-ups (counted as slips) add their own delay; on a virtual machine they \
+reach milliseconds. To predict them, measure this host with `lockstep probe timer --json \
+> timer.json` and run `lockstep sim run scenarios/mesh4.toml --host timer.json`.";
+
+/// The simulator's part of the demo: the same duration, results beside the lab's.
+fn demo_sim_args(args: &DemoArgs) -> crate::sim::SimRunArgs {
+    crate::sim::SimRunArgs {
+        scenario: PathBuf::from("scenarios/mesh4.toml"),
+        duration: args.duration,
+        seed: 1,
+        host: "ideal".into(),
+        processing: Duration::ZERO,
+        propagation: Duration::ZERO,
+        framing: lockstep_sim::Framing::Ethernet,
+        output: args.output.as_ref().map(|o| o.join("simulated")),
+        json: false,
+        quiet: args.quiet,
+        overrides: OverrideArgs {
+            tf: None,
+            modes: None,
+        },
+    }
 }
 
 #[cfg(test)]

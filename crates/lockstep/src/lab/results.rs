@@ -687,6 +687,12 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
         if n.role != Role::Sender && !is_router {
             continue;
         }
+        if n.role == Role::Sender {
+            // what the sender says it sent, with or without a TX file
+            if let Some(d) = docs.get(&n.name) {
+                sent.extend(sent_by_flow(d));
+            }
+        }
         let Some(f) = open(&dir.join(format!("{}-tx.csv", n.name))) else {
             continue;
         };
@@ -698,9 +704,6 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
             tx.sender.extend(map);
             for (flow, c) in rows {
                 sent.entry(flow).or_insert(c);
-            }
-            if let Some(d) = docs.get(&n.name) {
-                sent.extend(sent_by_flow(d));
             }
         } else {
             tx.routers.insert(n.name.clone(), map);

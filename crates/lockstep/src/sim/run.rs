@@ -84,6 +84,11 @@ fn options(args: &SimRunArgs) -> Result<SimOptions> {
 pub fn run(args: SimRunArgs) -> Result<()> {
     check_kind(&args.scenario)?;
     let s = crate::lab::load(&args.scenario, &args.overrides)?;
+    run_scenario(&s, &args)
+}
+
+/// Simulates a parsed scenario (`args.scenario` names it in messages).
+pub fn run_scenario(s: &Scenario, args: &SimRunArgs) -> Result<()> {
     if s.modes.contains(&RunMode::Kernel) {
         return Err(UsageError(format!(
             "{}: scenario.modes: \"kernel\" (Linux forwarding) runs only in the lab; simulate with --modes fifo,tdp",
@@ -91,7 +96,7 @@ pub fn run(args: SimRunArgs) -> Result<()> {
         ))
         .into());
     }
-    let opts = options(&args)?;
+    let opts = options(args)?;
     let duration = args.duration.unwrap_or(s.duration);
     let dir = args
         .output
@@ -99,16 +104,16 @@ pub fn run(args: SimRunArgs) -> Result<()> {
         .unwrap_or_else(|| default_output(&s.name));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("--output: cannot create {}", dir.display()))?;
-    let mut doc = ResultDoc::new("sim.run", config(&s, &args, &opts, duration));
+    let mut doc = ResultDoc::new("sim.run", config(s, args, &opts, duration));
     crate::report::write_atomic(&dir.join("scenario.toml"), s.source.text.as_bytes())?;
     let runs = s.runs();
     let mut outcomes = Vec::new();
     for (i, run) in runs.iter().enumerate() {
-        let p = plan(&s, run).map_err(|e| UsageError(e.to_string()))?;
+        let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
         outcomes.push(simulate(&p, &opts, duration, &prefix, args.quiet)?);
     }
-    finish(&s, &args, &opts, &mut doc, &dir, &outcomes)
+    finish(s, args, &opts, &mut doc, &dir, &outcomes)
 }
 
 fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration) -> Value {
