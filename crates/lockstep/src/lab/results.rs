@@ -515,22 +515,46 @@ impl FlowMeasure {
     }
 }
 
-fn u(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+/// What the lab reads of a node's result file (`<node>.json`); the rest of the
+/// document is for people and other tools.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct NodeDoc {
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// A router's counters.
+    #[serde(default, deserialize_with = "lenient")]
+    pub counters: Option<NodeCounters>,
+    /// A router's wake-up lateness.
+    #[serde(default, deserialize_with = "lenient")]
+    pub wakeup: Option<Summary>,
+    /// A sender's flows.
+    #[serde(default)]
+    pub tx_flows: Vec<TxFlowDoc>,
 }
 
-/// A router's counters document (`counters` and `wakeup` of its JSON) → its part
-/// of the report.
-pub fn hop_report(name: &str, doc: &Value, flow_names: &BTreeMap<u32, String>) -> HopReport {
-    let c: NodeCounters = doc
-        .get("counters")
-        .and_then(|c| serde_json::from_value(c.clone()).ok())
-        .unwrap_or_default();
-    let wakeup = doc
-        .get("wakeup")
-        .filter(|w| !w.is_null())
-        .and_then(|w| serde_json::from_value::<Summary>(w.clone()).ok());
-    router_report(name, &c, wakeup, flow_names)
+/// A part of a node's file this build cannot read is left out, not fatal: a newer
+/// or older node may have written it.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let v = <Option<Value> as serde::Deserialize>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+/// One flow of a sender's result file.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct TxFlowDoc {
+    pub flow: u32,
+    #[serde(default)]
+    pub sent: Option<u64>,
+}
+
+/// A router's result file → its part of the report.
+pub fn hop_report(name: &str, doc: &NodeDoc, flow_names: &BTreeMap<u32, String>) -> HopReport {
+    let c = doc.counters.clone().unwrap_or_default();
+    router_report(name, &c, doc.wakeup.clone(), flow_names)
 }
 
 /// A router's counters → its part of the report.
@@ -564,13 +588,9 @@ pub fn router_report(
     }
 }
 
-/// Slips of each flow summed over the routers' documents.
-pub fn slips_by_flow(router_docs: &[(String, Value)]) -> BTreeMap<u32, u64> {
-    let counters: Vec<NodeCounters> = router_docs
-        .iter()
-        .filter_map(|(_, d)| serde_json::from_value(d.get("counters")?.clone()).ok())
-        .collect();
-    slips_of(counters.iter())
+/// Slips of each flow summed over the routers' result files.
+pub fn slips_by_flow(router_docs: &[(String, NodeDoc)]) -> BTreeMap<u32, u64> {
+    slips_of(router_docs.iter().filter_map(|(_, d)| d.counters.as_ref()))
 }
 
 /// Slips of each flow summed over routers' counters.
@@ -585,19 +605,11 @@ pub fn slips_of<'a>(routers: impl Iterator<Item = &'a NodeCounters>) -> BTreeMap
 }
 
 /// What each sender says it sent, per flow (`tx_flows[].sent`).
-pub fn sent_by_flow(doc: &Value) -> BTreeMap<u32, u64> {
-    let mut out = BTreeMap::new();
-    for f in doc
-        .get("tx_flows")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(s) = f.get("sent").and_then(Value::as_u64) {
-            out.insert(u(f, "flow") as u32, s);
-        }
-    }
-    out
+pub fn sent_by_flow(doc: &NodeDoc) -> BTreeMap<u32, u64> {
+    doc.tx_flows
+        .iter()
+        .filter_map(|f| Some((f.flow, f.sent?)))
+        .collect()
 }
 
 /// One run's measurements, as the terminal and `summary.json` show them.
@@ -646,30 +658,25 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
             continue;
         }
         let path = dir.join(format!("{}.json", n.name));
-        match std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        {
-            Some(v) => {
-                for w in v
-                    .get("warnings")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(s) = w.as_str() {
-                        warnings.push(format!("{}: {s}", n.name));
-                    }
-                }
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                warnings.push(format!("{}: no result file {}: {e}", n.name, path.display()));
+                continue;
+            }
+        };
+        match serde_json::from_str::<NodeDoc>(&text) {
+            Ok(v) => {
+                warnings.extend(v.warnings.iter().map(|w| format!("{}: {w}", n.name)));
                 docs.insert(n.name.clone(), v);
             }
-            None => warnings.push(format!("{}: no result file {}", n.name, path.display())),
+            Err(e) => warnings.push(format!("{}: {}: {e}", n.name, path.display())),
         }
     }
     let ids = node_ids(plan);
     let flow_names: BTreeMap<u32, String> =
         plan.flows.iter().map(|f| (f.id, f.name.clone())).collect();
-    let routers: Vec<(String, Value)> = plan
+    let routers: Vec<(String, NodeDoc)> = plan
         .nodes
         .iter()
         .filter(|n| matches!(n.role, Role::Edge | Role::Core))
@@ -987,7 +994,7 @@ mod tests {
 
     #[test]
     fn router_counters_become_a_hop_report() {
-        let doc: Value = serde_json::json!({
+        let doc: NodeDoc = serde_json::from_value(serde_json::json!({
             "counters": {
                 "ports": [
                     {"tx_packets": 100, "tx_padding": 10, "tx_dropped": 1},
@@ -996,8 +1003,10 @@ mod tests {
                 "flows": [{"flow": 1, "slipped": 3}, {"flow": 9, "slipped": 0}],
                 "padding_sent": 15, "best_effort_forwarded": 40, "no_route": 4
             },
-            "wakeup": null
-        });
+            "wakeup": null,
+            "something_else": {"ignored": true}
+        }))
+        .unwrap();
         let names: BTreeMap<u32, String> = [(1, "ctl".to_string())].into();
         let h = hop_report("r1", &doc, &names);
         assert_eq!(h.forwarded, 135);
@@ -1011,7 +1020,9 @@ mod tests {
         assert!(h.wakeup.is_none());
         let s = slips_by_flow(&[("r1".into(), doc.clone()), ("r2".into(), doc)]);
         assert_eq!(s.get(&1), Some(&6));
-        let sent = sent_by_flow(&serde_json::json!({"tx_flows": [{"flow": 1, "sent": 40}]}));
+        let tx: NodeDoc =
+            serde_json::from_str(r#"{"tx_flows": [{"flow": 1, "sent": 40}, {"flow": 2}]}"#).unwrap();
+        let sent = sent_by_flow(&tx);
         assert_eq!(sent.get(&1), Some(&40));
     }
 }
