@@ -43,21 +43,6 @@ use toml::Spanned;
 
 use super::scenario::{ScenarioError, Source};
 
-/// True when a scenario file is a methodology scenario (`[scenario] kind = "jitter"`).
-pub fn is_jitter(text: &str) -> bool {
-    scenario_kind(text).as_deref() == Some("jitter")
-}
-
-/// `[scenario] kind` of a file, if it parses as TOML and has one.
-pub fn scenario_kind(text: &str) -> Option<String> {
-    toml::from_str::<toml::Table>(text)
-        .ok()?
-        .get("scenario")?
-        .get("kind")?
-        .as_str()
-        .map(str::to_string)
-}
-
 // ----- settings ----------------------------------------------------------------
 
 macro_rules! choice {

@@ -84,10 +84,6 @@ impl Config {
     }
 }
 
-pub fn is_rt_service(text: &str) -> bool {
-    super::method::scenario_kind(text).as_deref() == Some("rt-service")
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {

@@ -149,19 +149,6 @@ impl std::fmt::Display for ShaperKind {
     }
 }
 
-/// True when a scenario file asks for this scenario (`[scenario] kind`).
-pub fn is_shaped(text: &str) -> bool {
-    toml::from_str::<toml::Table>(text)
-        .ok()
-        .and_then(|t| {
-            t.get("scenario")?
-                .get("kind")?
-                .as_str()
-                .map(|k| k == "shaped-switch")
-        })
-        .unwrap_or(false)
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
