@@ -9,7 +9,8 @@
 //! - [`kind`]: the kind of a scenario file and which options each kind takes.
 //! - [`scenario`]: the scenario file and its checks (errors name file, line, field).
 //! - [`plan`]: addresses, routes, schedules and node configurations (pure).
-//! - [`topo`]: the namespaces, veths, shaping, addresses, routes; always removed.
+//! - [`topo`]: the namespaces, veths, shaping, addresses, routes; always removed. The
+//!   other kinds build their networks on its [`topo::Topology`] too.
 //! - [`run`]: starting the nodes on one frame, the load, progress, collecting.
 //! - [`results`]: from the nodes' files to per-flow figures and the report.
 //! - [`tables`]: the terminal tables (FIFO vs TDP, TF sweep).
