@@ -51,6 +51,7 @@ use lockstep_netcalc::{fifo_port, PortFlow, Q};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use super::method::read_json;
 use super::scenario::{ScenarioError, Source};
 use super::topo::Topology;
 use crate::export;
@@ -727,10 +728,6 @@ impl Observed {
         let w = self.machine_window_ns.filter(|w| *w > 0)?;
         Some(m.softirq_ns as f64 / w as f64)
     }
-}
-
-fn read_json(p: &Path) -> Option<serde_json::Value> {
-    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
 }
 
 /// Names of the processes of one run, in the order of [`Shaped::commands`].
