@@ -174,6 +174,9 @@ fn repeat_is_refused_for_other_scenarios() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--repeat"), "{err}");
-    assert!(err.contains("not a methodology scenario"), "{err}");
+    assert!(
+        err.contains("--repeat applies to jitter scenarios only;"),
+        "{err}"
+    );
+    assert!(err.contains("line.toml is a TDP scenario"), "{err}");
 }

@@ -30,6 +30,7 @@
 //! every round, on the sink's CPU with the sink's priority.
 
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -42,21 +43,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::scenario::{ScenarioError, Source};
-
-/// True when a scenario file is a methodology scenario (`[scenario] kind = "jitter"`).
-pub fn is_jitter(text: &str) -> bool {
-    scenario_kind(text).as_deref() == Some("jitter")
-}
-
-/// `[scenario] kind` of a file, if it parses as TOML and has one.
-pub fn scenario_kind(text: &str) -> Option<String> {
-    toml::from_str::<toml::Table>(text)
-        .ok()?
-        .get("scenario")?
-        .get("kind")?
-        .as_str()
-        .map(str::to_string)
-}
+use super::topo::Topology;
 
 // ----- settings ----------------------------------------------------------------
 
@@ -680,56 +667,25 @@ pub fn contribution_table(
 pub struct NsPair {
     pub a: String,
     pub b: String,
+    _topo: Topology,
 }
 
-pub const ADDR_A: &str = "10.78.0.1";
-pub const ADDR_B: &str = "10.78.0.2";
-
-fn ip(args: &[&str]) -> Result<()> {
-    lockstep_linux::cmd::ip(args)
-        .map(|_| ())
-        .map_err(|e| anyhow::anyhow!("{e}"))
-}
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 1);
+pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 2);
 
 impl NsPair {
     /// `ls-<tag>-a` and `ls-<tag>-b`, `ADDR_A`/`ADDR_B` on /24.
     pub fn build(tag: &str) -> Result<NsPair> {
-        let p = NsPair {
-            a: format!("ls-{tag}-a"),
-            b: format!("ls-{tag}-b"),
-        };
-        p.remove();
-        ip(&["netns", "add", &p.a])?;
-        ip(&["netns", "add", &p.b])?;
-        ip(&[
-            "link", "add", "eth0", "netns", &p.a, "type", "veth", "peer", "name", "eth0", "netns",
-            &p.b,
-        ])?;
-        for (ns, addr) in [(&p.a, ADDR_A), (&p.b, ADDR_B)] {
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{addr}/24"),
-                "dev",
-                "eth0",
-            ])?;
-            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        let (a, b) = (format!("ls-{tag}-a"), format!("ls-{tag}-b"));
+        let mut t = Topology::new();
+        t.fresh_namespace(&a)?;
+        t.fresh_namespace(&b)?;
+        t.veth(&a, "eth0", &b, "eth0")?;
+        for (ns, addr) in [(&a, ADDR_A), (&b, ADDR_B)] {
+            t.addr(ns, "eth0", addr, 24)?;
+            t.up(ns, "eth0")?;
         }
-        Ok(p)
-    }
-
-    fn remove(&self) {
-        let _ = lockstep_linux::cmd::ip(&["netns", "del", &self.a]);
-        let _ = lockstep_linux::cmd::ip(&["netns", "del", &self.b]);
-    }
-}
-
-impl Drop for NsPair {
-    fn drop(&mut self) {
-        self.remove();
+        Ok(NsPair { a, b, _topo: t })
     }
 }
 

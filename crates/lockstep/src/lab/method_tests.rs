@@ -36,7 +36,10 @@ fn parses_and_lists_changes() {
     assert_eq!(j.variants[1].setup.pacing, Pacing::Sleep);
     assert_eq!(j.variants[1].setup.receive, Receive::Poll);
     assert_eq!(j.noise_cpu, None);
-    assert!(is_jitter(GOOD));
+    assert_eq!(
+        crate::lab::kind::probe("s.toml", GOOD).unwrap().kind,
+        crate::lab::ScenarioKind::Jitter
+    );
 }
 
 fn err(text: &str) -> ScenarioError {

@@ -1,18 +1,27 @@
 //! `lockstep lab …` and `lockstep demo`: build a test network in namespaces from a
 //! scenario file, run it in each mode, collect results and a report.
 //!
+//! A scenario file is loaded in one place, [`load`]: [`kind`] reads its
+//! `[scenario] kind` (TDP when there is none), refuses the command-line options that
+//! kind does not take, and the kind's parser makes a [`LabScenario`]; `lab run`,
+//! `lab plan` and `sim run` match on it.
+//!
+//! - [`kind`]: the kind of a scenario file and which options each kind takes.
 //! - [`scenario`]: the scenario file and its checks (errors name file, line, field).
 //! - [`plan`]: addresses, routes, schedules and node configurations (pure).
-//! - [`topo`]: the namespaces, veths, shaping, addresses, routes; always removed.
+//! - [`topo`]: the namespaces, veths, shaping, addresses, routes; always removed. The
+//!   other kinds build their networks on its [`topo::Topology`] too.
 //! - [`run`]: starting the nodes on one frame, the load, progress, collecting.
 //! - [`results`]: from the nodes' files to per-flow figures and the report.
 //! - [`tables`]: the terminal tables (FIFO vs TDP, TF sweep).
 //! - [`method`]: `kind = "jitter"`, the jitter-source methodology (baseline, variants,
 //!   contribution table).
 //! - [`rtservice`]: `kind = "rt-service"`, garcia Table 2 in the lab.
+//! - [`shaped`]: `kind = "shaped-switch"`, shaped bursts into a bridge port (loeser).
 
 pub use lockstep_plan::{plan, scenario};
 
+pub mod kind;
 pub mod method;
 pub mod results;
 pub mod rtservice;
@@ -21,7 +30,7 @@ pub mod shaped;
 pub mod tables;
 pub mod topo;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -30,6 +39,8 @@ use lockstep_core::Duration;
 use crate::cli::parse_duration_positive;
 use crate::UsageError;
 use scenario::{RunMode, Scenario};
+
+pub use kind::{LabFlag, ScenarioKind};
 
 /// The mesh4 scenario, built in: `lockstep demo` runs it from any directory.
 pub const MESH4: &str = include_str!("../../../../scenarios/mesh4.toml");
@@ -49,10 +60,11 @@ pub enum LabCmd {
 /// Overrides shared by `run` and `plan`.
 #[derive(Args, Debug, Clone)]
 pub struct OverrideArgs {
-    /// Run at this time-frame length instead of the scenario's TF(s).
+    /// Run at this time-frame length instead of the scenario's TF(s) (TDP scenarios).
     #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
     pub tf: Option<Duration>,
-    /// Run these modes instead of the scenario's (comma-separated: fifo,tdp,kernel).
+    /// Run these modes instead of the scenario's (comma-separated: fifo,tdp,kernel; TDP
+    /// scenarios).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_mode)]
     pub modes: Option<Vec<RunMode>>,
 }
@@ -68,10 +80,12 @@ pub struct RunArgs {
     /// Result directory (default: lab-results/<scenario>-<time>).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Print the SPEC §7 document on stdout (tables go to stderr).
+    /// Print the SPEC §7 document on stdout (tables go to stderr; TDP, jitter and
+    /// rt-service scenarios).
     #[arg(long)]
     pub json: bool,
-    /// Leave the namespaces in place after each run (remove with `lockstep lab clean`).
+    /// Leave the namespaces in place after each run (remove with `lockstep lab clean`;
+    /// TDP scenarios).
     #[arg(long)]
     pub keep: bool,
     /// No progress on stderr.
@@ -95,7 +109,7 @@ pub struct RunArgs {
 pub struct PlanArgs {
     #[arg(value_name = "SCENARIO.toml")]
     pub scenario: PathBuf,
-    /// Write each run's node files into DIR/<run>/config/.
+    /// Write each run's node files into DIR/<run>/config/ (TDP scenarios).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
@@ -115,59 +129,135 @@ pub struct DemoArgs {
     pub quiet: bool,
 }
 
+impl OverrideArgs {
+    /// The overrides given, as options only some kinds take.
+    pub fn given(&self) -> Vec<LabFlag> {
+        let mut v = Vec::new();
+        if self.tf.is_some() {
+            v.push(LabFlag::Tf);
+        }
+        if self.modes.is_some() {
+            v.push(LabFlag::Modes);
+        }
+        v
+    }
+}
+
+impl RunArgs {
+    /// The options given that only some kinds take, in the order `--help` lists them.
+    fn given(&self) -> Vec<LabFlag> {
+        let mut v = Vec::new();
+        if self.json {
+            v.push(LabFlag::Json);
+        }
+        if self.keep {
+            v.push(LabFlag::Keep);
+        }
+        if self.repeat.is_some() {
+            v.push(LabFlag::Repeat);
+        }
+        v.extend(self.overrides.given());
+        v
+    }
+}
+
+impl PlanArgs {
+    fn given(&self) -> Vec<LabFlag> {
+        let mut v = Vec::new();
+        if self.output.is_some() {
+            v.push(LabFlag::PlanOutput);
+        }
+        v.extend(self.overrides.given());
+        v
+    }
+}
+
 fn parse_mode(s: &str) -> Result<RunMode, String> {
     RunMode::parse(s.trim()).ok_or_else(|| format!("expected fifo, tdp or kernel, got \"{s}\""))
 }
 
-/// Reads and checks a scenario file, with the command line's overrides.
-pub fn load(path: &std::path::Path, o: &OverrideArgs) -> Result<Scenario> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
-    let s = Scenario::parse(&path.display().to_string(), &text)
-        .map_err(|e| UsageError(e.to_string()))?;
-    s.with_overrides(o.tf, o.modes.clone())
-        .map_err(|e| UsageError(e.to_string()).into())
+/// A scenario of any kind, checked, with the command line's overrides applied.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per command, moved once
+pub enum LabScenario {
+    Tdp(Scenario),
+    Shaped(shaped::Shaped),
+    Jitter(method::Jitter),
+    RtService(rtservice::RtService),
 }
 
-/// The methodology scenario if the file is one (`[scenario] kind = "jitter"`), else None.
-fn load_jitter(path: &std::path::Path) -> Result<Option<method::Jitter>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
-    if !method::is_jitter(&text) {
-        return Ok(None);
-    }
-    method::Jitter::parse(&path.display().to_string(), &text)
-        .map(Some)
-        .map_err(|e| UsageError(e.to_string()).into())
+/// A scenario file read and its kind known, not yet parsed.
+pub struct ScenarioFile {
+    /// As the user gave it (errors name it).
+    pub shown: String,
+    text: String,
+    probed: kind::Probed,
 }
 
-/// The rt-service scenario if the file is one (`[scenario] kind = "rt-service"`).
-fn load_rt(path: &std::path::Path) -> Result<Option<rtservice::RtService>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
-    if !rtservice::is_rt_service(&text) {
-        return Ok(None);
+impl ScenarioFile {
+    /// Reads the file and its `[scenario] kind` (an unknown kind is a usage error).
+    pub fn read(path: &Path) -> Result<ScenarioFile> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError(format!("{shown}: cannot read the scenario: {e}")))?;
+        let probed = kind::probe(&shown, &text).map_err(|e| UsageError(e.to_string()))?;
+        Ok(ScenarioFile {
+            shown,
+            text,
+            probed,
+        })
     }
-    rtservice::RtService::parse(&path.display().to_string(), &text)
-        .map(Some)
-        .map_err(|e| UsageError(e.to_string()).into())
+
+    pub fn kind(&self) -> ScenarioKind {
+        self.probed.kind
+    }
+
+    /// Refuses the first of the options given that this kind does not take.
+    pub fn refuse(&self, given: &[LabFlag]) -> Result<()> {
+        kind::refuse(given, self.kind(), &self.shown).map_err(|m| UsageError(m).into())
+    }
+
+    /// Parses and checks the file with its kind's parser and applies the overrides
+    /// (TDP only: for another kind they are refused).
+    pub fn load(self, o: &OverrideArgs) -> Result<LabScenario> {
+        self.refuse(&o.given())?;
+        let usage = |e: lockstep_plan::scenario::ScenarioError| UsageError(e.to_string());
+        let file = self.shown.as_str();
+        Ok(match self.kind() {
+            ScenarioKind::Tdp => {
+                let text = kind::tdp_text(file, &self.text, &self.probed).map_err(usage)?;
+                let mut s = Scenario::parse(file, &text).map_err(usage)?;
+                // the file as written (with its `kind = "tdp"`, if any) goes with the results
+                s.source.text = self.text;
+                LabScenario::Tdp(s.with_overrides(o.tf, o.modes.clone()).map_err(usage)?)
+            }
+            ScenarioKind::Shaped => {
+                LabScenario::Shaped(shaped::Shaped::parse(file, &self.text).map_err(usage)?)
+            }
+            ScenarioKind::Jitter => {
+                LabScenario::Jitter(method::Jitter::parse(file, &self.text).map_err(usage)?)
+            }
+            ScenarioKind::RtService => LabScenario::RtService(
+                rtservice::RtService::parse(file, &self.text).map_err(usage)?,
+            ),
+        })
+    }
 }
 
-/// The `shaped-switch` scenario if the file is one (`[scenario] kind`), else None.
-fn load_shaped(path: &std::path::Path) -> Result<Option<shaped::Shaped>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
-    if !shaped::is_shaped(&text) {
-        return Ok(None);
-    }
-    shaped::Shaped::parse(&path.display().to_string(), &text)
-        .map(Some)
-        .map_err(|e| UsageError(e.to_string()).into())
+/// Reads a scenario file of any kind: its kind first, then the options given that the
+/// kind does not take are refused (before anything is built or needs root), then the
+/// kind's parser checks it and the overrides are applied.
+pub fn load(path: &Path, given: &[LabFlag], o: &OverrideArgs) -> Result<LabScenario> {
+    let f = ScenarioFile::read(path)?;
+    f.refuse(given)?;
+    f.load(o)
 }
 
 pub fn run(cmd: LabCmd) -> Result<()> {
     match cmd {
         LabCmd::Run(a) => {
+            // the kind and the options it takes first: a refusal needs no root
+            let sc = load(&a.scenario, &a.given(), &a.overrides)?;
             let _lifted = if a.rt_throttling_off {
                 run::require_root("lab run --rt-throttling-off")?;
                 let lifted = lockstep_linux::throttle::ThrottlingLifted::lift()
@@ -182,54 +272,38 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             } else {
                 None
             };
-            if let Some(j) = load_jitter(&a.scenario)? {
-                return method::run(
+            match sc {
+                LabScenario::Tdp(s) => {
+                    let opts = run::RunOptions {
+                        duration: a.duration,
+                        output: a.output,
+                        json: a.json,
+                        keep: a.keep,
+                        quiet: a.quiet,
+                    };
+                    run::run_scenario(&s, &opts)
+                }
+                LabScenario::Shaped(sh) => shaped::run(&sh, a.duration, a.output, a.quiet),
+                LabScenario::Jitter(j) => method::run(
                     &j,
                     a.repeat.unwrap_or(1),
                     a.duration,
                     a.output,
                     a.json,
                     a.quiet,
-                );
+                ),
+                LabScenario::RtService(r) => {
+                    rtservice::run(&r, a.duration, a.output, a.json, a.quiet)
+                }
             }
-            if let Some(r) = load_rt(&a.scenario)? {
-                return rtservice::run(&r, a.duration, a.output, a.json, a.quiet);
-            }
-            if a.repeat.is_some() {
-                return Err(UsageError(format!(
-                    "--repeat: {} is not a methodology scenario ([scenario] kind = \"jitter\")",
-                    a.scenario.display()
-                ))
-                .into());
-            }
-            if let Some(sh) = load_shaped(&a.scenario)? {
-                return shaped::run(&sh, a.duration, a.output, a.quiet);
-            }
-            let s = load(&a.scenario, &a.overrides)?;
-            let opts = run::RunOptions {
-                duration: a.duration,
-                output: a.output,
-                json: a.json,
-                keep: a.keep,
-                quiet: a.quiet,
-            };
-            run::run_scenario(&s, &opts)
         }
         LabCmd::Plan(a) => {
-            if let Some(r) = load_rt(&a.scenario)? {
-                print!("{}", rtservice::describe(&r));
-                return Ok(());
+            match load(&a.scenario, &a.given(), &a.overrides)? {
+                LabScenario::Tdp(s) => print!("{}", describe(&s, a.output.as_deref())?),
+                LabScenario::Shaped(sh) => print!("{}", shaped::describe(&sh)),
+                LabScenario::Jitter(j) => print!("{}", method::describe(&j)),
+                LabScenario::RtService(r) => print!("{}", rtservice::describe(&r)),
             }
-            if let Some(j) = load_jitter(&a.scenario)? {
-                print!("{}", method::describe(&j));
-                return Ok(());
-            }
-            if let Some(sh) = load_shaped(&a.scenario)? {
-                print!("{}", shaped::describe(&sh));
-                return Ok(());
-            }
-            let s = load(&a.scenario, &a.overrides)?;
-            print!("{}", describe(&s, a.output.as_deref())?);
             Ok(())
         }
         LabCmd::Clean => {
@@ -393,5 +467,92 @@ mod tests {
         assert_eq!(compress(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
         assert_eq!(compress(&[3]), "3");
         assert_eq!(compress(&[]), "");
+    }
+
+    fn shipped(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../scenarios")
+            .join(name)
+    }
+
+    fn no_overrides() -> OverrideArgs {
+        OverrideArgs {
+            tf: None,
+            modes: None,
+        }
+    }
+
+    #[test]
+    fn every_shipped_scenario_loads_as_its_kind() {
+        let expect = [
+            ("line.toml", ScenarioKind::Tdp),
+            ("mesh4.toml", ScenarioKind::Tdp),
+            ("mesh4-482.toml", ScenarioKind::Tdp),
+            ("gateway.toml", ScenarioKind::Tdp),
+            ("forwarding.toml", ScenarioKind::Tdp),
+            ("cbr-jitter.toml", ScenarioKind::Jitter),
+            ("rt-service.toml", ScenarioKind::RtService),
+            ("shaped-switch.toml", ScenarioKind::Shaped),
+        ];
+        for (name, kind) in expect {
+            let f = ScenarioFile::read(&shipped(name)).unwrap();
+            assert_eq!(f.kind(), kind, "{name}");
+            let got = match f.load(&no_overrides()).unwrap() {
+                LabScenario::Tdp(_) => ScenarioKind::Tdp,
+                LabScenario::Shaped(_) => ScenarioKind::Shaped,
+                LabScenario::Jitter(_) => ScenarioKind::Jitter,
+                LabScenario::RtService(_) => ScenarioKind::RtService,
+            };
+            assert_eq!(got, kind, "{name}");
+        }
+    }
+
+    #[test]
+    fn overrides_are_applied_to_tdp_and_refused_for_other_kinds() {
+        let o = OverrideArgs {
+            tf: Some(Duration::from_micros(100)),
+            modes: Some(vec![RunMode::Tdp]),
+        };
+        let LabScenario::Tdp(s) = load(&shipped("line.toml"), &[], &o).unwrap() else {
+            panic!("line.toml is a TDP scenario")
+        };
+        assert_eq!(s.tfs, vec![Duration::from_micros(100)]);
+        assert_eq!(s.modes, vec![RunMode::Tdp]);
+        let e = load(&shipped("cbr-jitter.toml"), &[], &o).unwrap_err();
+        assert!(e.downcast_ref::<UsageError>().is_some());
+        assert!(e
+            .to_string()
+            .starts_with("--tf applies to TDP scenarios only; "));
+        assert!(e
+            .to_string()
+            .contains("cbr-jitter.toml is a jitter scenario"));
+        // the options given are refused before the file is parsed
+        let e = load(
+            &shipped("rt-service.toml"),
+            &[LabFlag::Keep],
+            &no_overrides(),
+        )
+        .unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("--keep applies to TDP scenarios only; "));
+    }
+
+    #[test]
+    fn a_written_tdp_kind_loads_and_keeps_the_file_as_written() {
+        let text = std::fs::read_to_string(shipped("line.toml"))
+            .unwrap()
+            .replace("[scenario]\n", "[scenario]\nkind = \"tdp\"\n");
+        let dir = std::env::temp_dir().join(format!("lockstep-kind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("line-tdp.toml");
+        std::fs::write(&p, &text).unwrap();
+        let r = load(&p, &[], &no_overrides());
+        let _ = std::fs::remove_dir_all(&dir);
+        let LabScenario::Tdp(s) = r.unwrap() else {
+            panic!("kind = \"tdp\" is a TDP scenario")
+        };
+        assert_eq!(s.name, "line");
+        assert_eq!(s.source.text, text);
     }
 }

@@ -25,6 +25,7 @@
 //! machine's CPU use over the run (`/proc/stat`, all CPUs).
 
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -36,6 +37,7 @@ use toml::Spanned;
 
 use super::method::{exe, read_json, spawn, STOP_GRACE};
 use super::scenario::{ScenarioError, Source};
+use super::topo::Topology;
 
 /// garcia Table 2 (µs): mean, p99, std-dev.
 pub const GARCIA: [(&str, f64, f64, f64); 4] = [
@@ -82,10 +84,6 @@ impl Config {
     pub fn garcia(self) -> usize {
         self as usize
     }
-}
-
-pub fn is_rt_service(text: &str) -> bool {
-    super::method::scenario_kind(text).as_deref() == Some("rt-service")
 }
 
 #[derive(Deserialize)]
@@ -247,77 +245,39 @@ pub struct Row {
 
 const SRV: &str = "10.79.0.1";
 
-fn ip(args: &[&str]) -> Result<()> {
-    lockstep_linux::cmd::ip(args)
-        .map(|_| ())
-        .map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-/// `ls-<tag>-srv` with `eth0` to `ls-<tag>-cli` and `ethN` to `ls-<tag>-bN`.
+/// `ls-<tag>-srv` with `eth0` to `ls-<tag>-cli` and `ethN` to `ls-<tag>-bN`; removed on
+/// drop.
 struct Star {
     srv: String,
     cli: String,
     bulk: Vec<String>,
+    _topo: Topology,
 }
 
 impl Star {
     fn build(tag: &str, bulk: usize) -> Result<Star> {
-        let s = Star {
-            srv: format!("ls-{tag}-srv"),
-            cli: format!("ls-{tag}-cli"),
-            bulk: (1..=bulk).map(|i| format!("ls-{tag}-b{i}")).collect(),
-        };
-        s.remove();
-        ip(&["netns", "add", &s.srv])?;
-        let mut peers = vec![(s.cli.clone(), "eth0".to_string(), 0usize)];
-        for (i, b) in s.bulk.iter().enumerate() {
-            peers.push((b.clone(), format!("eth{}", i + 1), i + 1));
+        let srv = format!("ls-{tag}-srv");
+        let cli = format!("ls-{tag}-cli");
+        let bulk: Vec<String> = (1..=bulk).map(|i| format!("ls-{tag}-b{i}")).collect();
+        let mut t = Topology::new();
+        t.fresh_namespace(&srv)?;
+        let peers = std::iter::once(&cli).chain(&bulk);
+        for (net, ns) in peers.enumerate() {
+            let dev = format!("eth{net}");
+            let net = u8::try_from(net).context("too many bulk streams")?;
+            t.fresh_namespace(ns)?;
+            t.veth(&srv, &dev, ns, "eth0")?;
+            t.addr(&srv, &dev, Ipv4Addr::new(10, 79, net, 1), 24)?;
+            t.addr(ns, "eth0", Ipv4Addr::new(10, 79, net, 2), 24)?;
+            t.up(&srv, &dev)?;
+            t.up(ns, "eth0")?;
         }
-        for (ns, dev, net) in &peers {
-            ip(&["netns", "add", ns])?;
-            ip(&[
-                "link", "add", dev, "netns", &s.srv, "type", "veth", "peer", "name", "eth0",
-                "netns", ns,
-            ])?;
-            ip(&[
-                "-n",
-                &s.srv,
-                "addr",
-                "add",
-                &format!("10.79.{net}.1/24"),
-                "dev",
-                dev,
-            ])?;
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("10.79.{net}.2/24"),
-                "dev",
-                "eth0",
-            ])?;
-            ip(&["-n", &s.srv, "link", "set", dev, "up"])?;
-            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        ip(&["-n", &s.srv, "link", "set", "lo", "up"])?;
-        Ok(s)
-    }
-
-    fn remove(&self) {
-        for ns in std::iter::once(&self.srv)
-            .chain(std::iter::once(&self.cli))
-            .chain(&self.bulk)
-        {
-            let _ = lockstep_linux::cmd::ip(&["netns", "del", ns]);
-        }
-    }
-}
-
-impl Drop for Star {
-    fn drop(&mut self) {
-        self.remove();
+        Ok(Star {
+            srv,
+            cli,
+            bulk,
+            _topo: t,
+        })
     }
 }
 

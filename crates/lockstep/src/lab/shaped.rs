@@ -40,6 +40,7 @@
 //! does not use the node/link/flow tables of the other scenarios.
 
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -50,7 +51,9 @@ use lockstep_netcalc::{fifo_port, PortFlow, Q};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use super::method::read_json;
 use super::scenario::{ScenarioError, Source};
+use super::topo::Topology;
 use crate::export;
 use lockstep_linux::now;
 use lockstep_linux::proc::{Netns, Proc, Spec};
@@ -147,19 +150,6 @@ impl std::fmt::Display for ShaperKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// True when a scenario file asks for this scenario (`[scenario] kind`).
-pub fn is_shaped(text: &str) -> bool {
-    toml::from_str::<toml::Table>(text)
-        .ok()
-        .and_then(|t| {
-            t.get("scenario")?
-                .get("kind")?
-                .as_str()
-                .map(|k| k == "shaped-switch")
-        })
-        .unwrap_or(false)
 }
 
 #[derive(Deserialize)]
@@ -628,12 +618,12 @@ pub struct Bound {
     pub backlog: Q,
 }
 
-fn addr(host: &str) -> String {
+fn addr(host: &str) -> Ipv4Addr {
     let i = ["a", "b", "c", "d", "e"]
         .iter()
         .position(|h| *h == host)
         .unwrap_or(0);
-    format!("10.77.0.{}", i + 1)
+    Ipv4Addr::new(10, 77, 0, i as u8 + 1)
 }
 
 fn ns_name(host: &str) -> String {
@@ -649,32 +639,22 @@ fn ip(args: &[&str]) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Builds the switch: namespaces, veths, the bridge and the tbf on B's port.
-fn build(s: &Shaped) -> Result<()> {
-    ip(&["netns", "add", SWITCH])?;
+/// Builds the switch: namespaces, veths, the bridge and the tbf on B's port; all of
+/// it is removed when the returned topology is dropped.
+fn build(s: &Shaped) -> Result<Topology> {
+    let mut t = Topology::new();
+    t.fresh_namespace(SWITCH)?;
     ip(&["-n", SWITCH, "link", "add", "br0", "type", "bridge"])?;
-    ip(&["-n", SWITCH, "link", "set", "br0", "up"])?;
+    t.up(SWITCH, "br0")?;
     for h in HOSTS {
         let ns = ns_name(h);
         let port = format!("p{h}");
-        ip(&["netns", "add", &ns])?;
-        ip(&[
-            "link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", &port, "netns",
-            SWITCH,
-        ])?;
+        t.fresh_namespace(&ns)?;
+        t.veth(&ns, HOST_DEV, SWITCH, &port)?;
         ip(&["-n", SWITCH, "link", "set", &port, "master", "br0"])?;
-        ip(&["-n", SWITCH, "link", "set", &port, "up"])?;
-        ip(&[
-            "-n",
-            &ns,
-            "addr",
-            "add",
-            &format!("{}/24", addr(h)),
-            "dev",
-            "eth0",
-        ])?;
-        ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
-        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        t.up(SWITCH, &port)?;
+        t.addr(&ns, HOST_DEV, addr(h), 24)?;
+        t.up(&ns, HOST_DEV)?;
     }
     let rate = format!("{}bit", s.port_rate.0);
     lockstep_linux::cmd::tc(&[
@@ -682,15 +662,7 @@ fn build(s: &Shaped) -> Result<()> {
         "limit", "4000000",
     ])
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
-}
-
-/// Removes every namespace of the scenario (ignores the ones already gone).
-pub fn teardown() {
-    for h in HOSTS {
-        let _ = lockstep_linux::cmd::ip(&["netns", "del", &ns_name(h)]);
-    }
-    let _ = lockstep_linux::cmd::ip(&["netns", "del", SWITCH]);
+    Ok(t)
 }
 
 /// The measured figures of one run.
@@ -758,10 +730,6 @@ impl Observed {
     }
 }
 
-fn read_json(p: &Path) -> Option<serde_json::Value> {
-    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
-}
-
 /// Names of the processes of one run, in the order of [`Shaped::commands`].
 const PROCS: [&str; 6] = [
     "sink-a",
@@ -805,91 +773,87 @@ pub fn run_one(
     dir: &Path,
     quiet: bool,
 ) -> Result<Observed> {
-    teardown();
-    let res = (|| -> Result<Observed> {
-        build(s)?;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut o = Observed::default();
-        let qdisc_kind = kind.name();
-        for (host, argv) in s.kernel_commands(kind, ts) {
-            let ns = ns_name(&host);
-            o.kernel_commands.push(lockstep_linux::cmd::command_line(
-                "tc",
-                &tc::in_netns_args(&ns, &argv),
-            ));
-            tc::run_in_netns(&ns, qdisc_kind, &argv)
-                .with_context(|| format!("setting up {kind} on {ns}"))?;
+    // removed when this returns, after the processes below
+    let _net = build(s)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut o = Observed::default();
+    let qdisc_kind = kind.name();
+    for (host, argv) in s.kernel_commands(kind, ts) {
+        let ns = ns_name(&host);
+        o.kernel_commands.push(lockstep_linux::cmd::command_line(
+            "tc",
+            &tc::in_netns_args(&ns, &argv),
+        ));
+        tc::run_in_netns(&ns, qdisc_kind, &argv)
+            .with_context(|| format!("setting up {kind} on {ns}"))?;
+    }
+    let exe = std::env::current_exe().context("finding the lockstep binary")?;
+    let start = now(ClockId::Monotonic).ns + 1_500_000_000;
+    let cmds = s.commands(kind, ts, start, dir);
+    let mut children: Vec<Proc> = Vec::new();
+    for (i, (host, args)) in cmds.iter().enumerate() {
+        let name = PROCS.get(i).copied().unwrap_or("extra");
+        children.push(spawn(name, host, &exe, args, dir)?);
+        if i == 1 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        let exe = std::env::current_exe().context("finding the lockstep binary")?;
-        let start = now(ClockId::Monotonic).ns + 1_500_000_000;
-        let cmds = s.commands(kind, ts, start, dir);
-        let mut children: Vec<Proc> = Vec::new();
-        for (i, (host, args)) in cmds.iter().enumerate() {
-            let name = PROCS.get(i).copied().unwrap_or("extra");
-            children.push(spawn(name, host, &exe, args, dir)?);
-            if i == 1 {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
+    }
+    if !quiet {
+        eprintln!("{kind} Ts {ts}: running {} …", s.duration);
+    }
+    // The machine's CPU time over the sending window: from the common start to
+    // the moment the last shaped sender exits.
+    let wait = start - now(ClockId::Monotonic).ns;
+    if wait > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
+    }
+    let m0 = rusage::machine_cpu();
+    let t0 = now(ClockId::Monotonic).ns;
+    // streams first (A, C, D, E), then the sinks (they stop after an idle second)
+    wait_all(children.iter_mut().skip(2), quiet)?;
+    let m1 = rusage::machine_cpu();
+    o.machine_window_ns = Some(now(ClockId::Monotonic).ns - t0);
+    o.machine = m0.zip(m1).map(|(a, b)| b.since(a));
+    wait_all(children.iter_mut().take(2), quiet)?;
+    if kind.qdisc().is_some() {
+        for h in SHAPED {
+            o.qdisc.push(
+                tc::root_stats_in_netns(&ns_name(h), HOST_DEV)
+                    .ok()
+                    .flatten(),
+            );
         }
-        if !quiet {
-            eprintln!("{kind} Ts {ts}: running {} …", s.duration);
-        }
-        // The machine's CPU time over the sending window: from the common start to
-        // the moment the last shaped sender exits.
-        let wait = start - now(ClockId::Monotonic).ns;
-        if wait > 0 {
-            std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
-        }
-        let m0 = rusage::machine_cpu();
-        let t0 = now(ClockId::Monotonic).ns;
-        // streams first (A, C, D, E), then the sinks (they stop after an idle second)
-        wait_all(children.iter_mut().skip(2), quiet)?;
-        let m1 = rusage::machine_cpu();
-        o.machine_window_ns = Some(now(ClockId::Monotonic).ns - t0);
-        o.machine = m0.zip(m1).map(|(a, b)| b.since(a));
-        wait_all(children.iter_mut().take(2), quiet)?;
-        if kind.qdisc().is_some() {
-            for h in SHAPED {
-                o.qdisc.push(
-                    tc::root_stats_in_netns(&ns_name(h), HOST_DEV)
-                        .ok()
-                        .flatten(),
-                );
-            }
-        }
-        if let Some(v) = read_json(&dir.join("sink-a.json")) {
-            let r = &v["results"];
-            o.received = r["totals"]["received"].as_u64().unwrap_or(0);
-            o.lost = r["totals"]["lost"].as_u64().unwrap_or(0);
-            o.max_delay_ns = r["one_way"]["max_ns"].as_i64();
-            o.max_net_delay_ns = r["wire_stack"]["max_ns"].as_i64();
-        }
-        if let Some(v) = read_json(&dir.join("sink-shaped.json")) {
-            o.shaped_received = v["results"]["totals"]["received"].as_u64().unwrap_or(0);
-        }
-        let frame_bits = ((s.payload.0 + FRAME_OVERHEAD) * 8) as f64;
-        for n in ["stream-c", "stream-d", "stream-e"] {
-            let v = read_json(&dir.join(format!("{n}.json")));
-            let cpu = v.as_ref().map(|v| v["results"]["sender_cpu"].clone());
-            o.cpu_load
-                .push(cpu.as_ref().and_then(|c| c["load"].as_f64()));
-            o.cpu_ns
-                .push(cpu.as_ref().and_then(|c| c["total_ns"].as_i64()));
-            // lockstep's shaper reports its wire rate; a greedy sender its packet rate
-            o.shaper_wire_bps.push(v.as_ref().and_then(|v| {
-                v["results"]["shaper"]["wire_rate_bps"]
-                    .as_f64()
-                    .or_else(|| {
-                        v["results"]["achieved_pps"]
-                            .as_f64()
-                            .map(|pps| pps * frame_bits)
-                    })
-            }));
-        }
-        Ok(o)
-    })();
-    teardown();
-    res
+    }
+    if let Some(v) = read_json(&dir.join("sink-a.json")) {
+        let r = &v["results"];
+        o.received = r["totals"]["received"].as_u64().unwrap_or(0);
+        o.lost = r["totals"]["lost"].as_u64().unwrap_or(0);
+        o.max_delay_ns = r["one_way"]["max_ns"].as_i64();
+        o.max_net_delay_ns = r["wire_stack"]["max_ns"].as_i64();
+    }
+    if let Some(v) = read_json(&dir.join("sink-shaped.json")) {
+        o.shaped_received = v["results"]["totals"]["received"].as_u64().unwrap_or(0);
+    }
+    let frame_bits = ((s.payload.0 + FRAME_OVERHEAD) * 8) as f64;
+    for n in ["stream-c", "stream-d", "stream-e"] {
+        let v = read_json(&dir.join(format!("{n}.json")));
+        let cpu = v.as_ref().map(|v| v["results"]["sender_cpu"].clone());
+        o.cpu_load
+            .push(cpu.as_ref().and_then(|c| c["load"].as_f64()));
+        o.cpu_ns
+            .push(cpu.as_ref().and_then(|c| c["total_ns"].as_i64()));
+        // lockstep's shaper reports its wire rate; a greedy sender its packet rate
+        o.shaper_wire_bps.push(v.as_ref().and_then(|v| {
+            v["results"]["shaper"]["wire_rate_bps"]
+                .as_f64()
+                .or_else(|| {
+                    v["results"]["achieved_pps"]
+                        .as_f64()
+                        .map(|pps| pps * frame_bits)
+                })
+        }));
+    }
+    Ok(o)
 }
 
 fn us(q: &Q) -> String {

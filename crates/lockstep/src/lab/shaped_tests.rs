@@ -10,7 +10,10 @@ fn q(n: i128, d: i128) -> Q {
 
 #[test]
 fn the_scenario_file_parses() {
-    assert!(is_shaped(FILE));
+    assert_eq!(
+        crate::lab::kind::probe("s.toml", FILE).unwrap().kind,
+        crate::lab::ScenarioKind::Shaped
+    );
     let s = Shaped::parse("shaped-switch.toml", FILE).unwrap();
     assert_eq!(
         s.ts,

@@ -12,7 +12,14 @@
 //! [`Topology`] owns what it built: dropping it (an error, a panic, Ctrl-C) kills any
 //! process left in its namespaces and deletes them, which destroys their veths.
 //! [`clean`] does the same for the leftovers of a run that was killed outright.
+//!
+//! The other kinds of scenario (jitter, rt-service, shaped-switch) build their small
+//! fixed networks on the same [`Topology`], step by step ([`Topology::new`],
+//! [`Topology::fresh_namespace`], [`Topology::veth`], [`Topology::addr`],
+//! [`Topology::up`]): only loopback up, veths, addresses; their interfaces keep the
+//! kernel's defaults (offloads, IPv6), as their methods measure them.
 
+use std::net::Ipv4Addr;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use anyhow::{anyhow, Context, Result};
@@ -71,11 +78,7 @@ fn mac(m: EthernetAddress) -> iface::Mac {
 impl Topology {
     /// Builds the plan's network. On error, what was built is removed.
     pub fn build(plan: &Plan, run_id: &str) -> Result<Topology> {
-        let mut topo = Topology {
-            namespaces: Vec::new(),
-            keep: false,
-            notes: Vec::new(),
-        };
+        let mut topo = Topology::new();
         for n in &plan.nodes {
             let ns = ns_name(run_id, &n.name);
             netns::create(&ns).with_context(|| format!("creating namespace {ns}"))?;
@@ -119,6 +122,42 @@ impl Topology {
         Ok(topo)
     }
 
+    /// An empty topology, built step by step and removed on drop.
+    pub fn new() -> Topology {
+        Topology {
+            namespaces: Vec::new(),
+            keep: false,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Creates the namespace `ns` with its loopback up, and owns it. A namespace of
+    /// that name left by a run that was killed outright (a fixed name) is removed
+    /// first, with its processes.
+    pub fn fresh_namespace(&mut self, ns: &str) -> Result<()> {
+        remove_namespace(ns).with_context(|| format!("removing the leftover namespace {ns}"))?;
+        netns::create(ns).with_context(|| format!("creating namespace {ns}"))?;
+        self.namespaces.push(ns.to_string());
+        self.up(ns, "lo")
+    }
+
+    /// A veth pair: `a_if` in namespace `a_ns`, `b_if` in `b_ns` (both down).
+    pub fn veth(&self, a_ns: &str, a_if: &str, b_ns: &str, b_if: &str) -> Result<()> {
+        iface::create_veth_between(a_if, Some(a_ns), b_if, Some(b_ns))
+            .with_context(|| format!("creating the veth {a_ns}:{a_if}—{b_ns}:{b_if}"))
+    }
+
+    /// The address `addr/prefix_len` on `dev` in namespace `ns`.
+    pub fn addr(&self, ns: &str, dev: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<()> {
+        netns::run_in(ns, || iface::add_addr(dev, addr, prefix_len))?
+            .with_context(|| format!("adding {addr}/{prefix_len} to {ns}:{dev}"))
+    }
+
+    /// Brings `dev` in namespace `ns` up.
+    pub fn up(&self, ns: &str, dev: &str) -> Result<()> {
+        netns::run_in(ns, || iface::set_up(dev))?.with_context(|| format!("bringing {ns}:{dev} up"))
+    }
+
     pub fn namespaces(&self) -> &[String] {
         &self.namespaces
     }
@@ -145,6 +184,12 @@ impl Topology {
         } else {
             Err(anyhow!("could not remove: {}", errors.join("; ")))
         }
+    }
+}
+
+impl Default for Topology {
+    fn default() -> Topology {
+        Topology::new()
     }
 }
 

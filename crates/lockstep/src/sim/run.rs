@@ -18,7 +18,7 @@ use super::{hostfile, paper, SimRunArgs};
 use crate::lab::results::{
     assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter, TxJoin,
 };
-use crate::lab::{method, rtservice, shaped, tables};
+use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
 use crate::report::html::LabReport;
 use crate::report::{finish_lab_run, ResultDoc};
 use crate::UsageError;
@@ -48,26 +48,18 @@ pub struct LoadLine {
 }
 
 /// What `sim run` refuses, by the file's kind.
-fn check_kind(path: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("{}: cannot read the scenario: {e}", path.display())))?;
-    let why = if method::is_jitter(&text) {
-        Some("a jitter-source scenario measures this host's scheduler, interrupts and NICs, which a simulator does not have")
-    } else if rtservice::is_rt_service(&text) {
-        Some("an rt-service scenario measures a real server's response time under this host's load, which a simulator does not have")
-    } else if shaped::is_shaped(&text) {
-        Some("the shaped-switch scenario (a Linux bridge with tc shapers) has no simulated counterpart yet")
-    } else {
-        None
+fn check_kind(file: &ScenarioFile) -> Result<()> {
+    let why = match file.kind() {
+        ScenarioKind::Tdp => return Ok(()),
+        ScenarioKind::Jitter => "a jitter-source scenario measures this host's scheduler, interrupts and NICs, which a simulator does not have",
+        ScenarioKind::RtService => "an rt-service scenario measures a real server's response time under this host's load, which a simulator does not have",
+        ScenarioKind::Shaped => "the shaped-switch scenario (a Linux bridge with tc shapers) has no simulated counterpart yet",
     };
-    match why {
-        Some(w) => Err(UsageError(format!(
-            "{}: kind: {w}; run it with `lockstep lab run` (the simulator takes the tdp kind: routers, senders, receivers and loads)",
-            path.display()
-        ))
-        .into()),
-        None => Ok(()),
-    }
+    Err(UsageError(format!(
+        "{}: kind: {why}; run it with `lockstep lab run` (the simulator takes the tdp kind: routers, senders, receivers and loads)",
+        file.shown
+    ))
+    .into())
 }
 
 fn options(args: &SimRunArgs) -> Result<SimOptions> {
@@ -82,8 +74,15 @@ fn options(args: &SimRunArgs) -> Result<SimOptions> {
 }
 
 pub fn run(args: SimRunArgs) -> Result<()> {
-    check_kind(&args.scenario)?;
-    let s = crate::lab::load(&args.scenario, &args.overrides)?;
+    let file = ScenarioFile::read(&args.scenario)?;
+    check_kind(&file)?;
+    let LabScenario::Tdp(s) = file.load(&args.overrides)? else {
+        return Err(UsageError(format!(
+            "{}: only TDP scenarios can be simulated",
+            args.scenario.display()
+        ))
+        .into());
+    };
     run_scenario(&s, &args)
 }
 
