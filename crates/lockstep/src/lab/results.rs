@@ -661,7 +661,11 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) => {
-                warnings.push(format!("{}: no result file {}: {e}", n.name, path.display()));
+                warnings.push(format!(
+                    "{}: no result file {}: {e}",
+                    n.name,
+                    path.display()
+                ));
                 continue;
             }
         };
@@ -1021,7 +1025,8 @@ mod tests {
         let s = slips_by_flow(&[("r1".into(), doc.clone()), ("r2".into(), doc)]);
         assert_eq!(s.get(&1), Some(&6));
         let tx: NodeDoc =
-            serde_json::from_str(r#"{"tx_flows": [{"flow": 1, "sent": 40}, {"flow": 2}]}"#).unwrap();
+            serde_json::from_str(r#"{"tx_flows": [{"flow": 1, "sent": 40}, {"flow": 2}]}"#)
+                .unwrap();
         let sent = sent_by_flow(&tx);
         assert_eq!(sent.get(&1), Some(&40));
     }
