@@ -356,8 +356,16 @@ fn describe(s: &Scenario, out: Option<&std::path::Path>) -> Result<String> {
         }
         for f in &p.flows {
             let starts = compress(&f.starts);
+            let spec = s.flows.iter().find(|x| x.id == f.id);
+            let route: Vec<&str> = spec
+                .map(|x| x.path.iter().map(|&n| s.nodes[n].name.as_str()).collect())
+                .unwrap_or_default();
+            let loops = match spec.map(|x| x.loops) {
+                Some(n) if n > 1 => format!(" ({n} times round its ring)"),
+                _ => String::new(),
+            };
             t.push_str(&format!(
-                "  flow {} ({}): {} → {}, {} × {}B in frames {starts} of every {}; frames later on each link: {:?}\n",
+                "  flow {} ({}): {} → {}, {} × {}B in frames {starts} of every {}; path {}{loops}; frames later on each link: {:?}\n",
                 f.id,
                 f.name,
                 f.src,
@@ -365,6 +373,7 @@ fn describe(s: &Scenario, out: Option<&std::path::Path>) -> Result<String> {
                 f.packets,
                 f.size,
                 p.k,
+                route.join(" → "),
                 f.offsets
             ));
         }

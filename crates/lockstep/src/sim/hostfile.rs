@@ -16,11 +16,7 @@ pub fn parse(spec: &str) -> Result<HostModel> {
         return Ok(HostModel::Ideal);
     }
     if let Some(d) = spec.strip_prefix("fixed:") {
-        let d = Duration::parse(d).map_err(|e| {
-            UsageError(format!(
-                "--host: fixed:{d}: expected a duration like 50us ({e})"
-            ))
-        })?;
+        let d = Duration::parse(d).map_err(|e| UsageError(format!("--host: fixed:{d}: {e}")))?;
         if d.is_negative() {
             return Err(UsageError(format!("--host: fixed:{d} is negative")).into());
         }
