@@ -419,7 +419,7 @@ pub fn offsets(s: &Scenario, f: &FlowSpec) -> Vec<u32> {
 pub type Schedules = HashMap<(usize, usize), PortSchedule>;
 
 pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules), ScenarioError> {
-    use crate::alloc::{AllocError, FrameBook, Hop, LinkId, Policy, Request};
+    let all = schedule_starts(s, tf)?;
     let k = s.k;
     let mut scheds: Schedules = HashMap::new();
     for (li, l) in s.links.iter().enumerate() {
@@ -428,6 +428,31 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
             scheds.insert((li, e), ps);
         }
     }
+    for (f, starts) in s.flows.iter().zip(&all) {
+        let off = offsets(s, f);
+        for &st in starts {
+            for (j, (&l, &o)) in f.links.iter().zip(&off).enumerate() {
+                if let Some(ps) = scheds.get_mut(&(l, f.path[j])) {
+                    let _ = ps.add(
+                        (st + o) % k,
+                        Entry {
+                            flow: f.id,
+                            packets: f.packets,
+                            size: f.size,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    Ok((all, scheds))
+}
+
+/// Every flow's start frames at `tf`, in flow order: [`schedule`] without the
+/// per-link tables. The frames are booked in a [`crate::alloc::FrameBook`].
+pub fn schedule_starts(s: &Scenario, tf: Duration) -> Result<Vec<Vec<u32>>, ScenarioError> {
+    use crate::alloc::{AllocError, FrameBook, Hop, LinkId, Policy, Request};
+    let k = s.k;
     let cap = |li: usize| {
         Link::ethernet(s.links[li].rate_bps)
             .frame_capacity_bits(tf, s.guard)
@@ -507,20 +532,6 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
             }
             Err(e) => return Err(bug(f, e)),
         };
-        for &st in &starts {
-            for (&(l, from), &o) in hops.iter().zip(&off) {
-                if let Some(ps) = scheds.get_mut(&(l, from)) {
-                    let _ = ps.add(
-                        (st + o) % k,
-                        Entry {
-                            flow: f.id,
-                            packets: f.packets,
-                            size: f.size,
-                        },
-                    );
-                }
-            }
-        }
         all.push(starts);
     }
     // Each router's d must cover the upstream frame's transmission and processing.
@@ -555,7 +566,7 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
             }
         }
     }
-    Ok((all, scheds))
+    Ok(all)
 }
 
 /// Whether some flow crosses link `l` leaving node `from`.
