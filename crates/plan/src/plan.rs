@@ -23,7 +23,10 @@
 //! gets `n` start frames per cycle, evenly spaced when possible: the first offset `b`
 //! such that every start `b + i*k/n` has room for its packets on every link
 //! (`(s + off[j]) mod k`). Failing that, each start is placed on its own at the first
-//! frame with room. A flow that cannot be placed is an error naming it.
+//! frame with room. A flow that goes round a ring crosses a link several times: all
+//! its packets that land in one frame of a link count there, whichever start and pass
+//! they belong to. A flow that cannot be placed is an error naming it. The frames are
+//! booked in a [`crate::alloc::FrameBook`], the allocator `lockstep ctl` uses too.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -416,6 +419,7 @@ pub fn offsets(s: &Scenario, f: &FlowSpec) -> Vec<u32> {
 pub type Schedules = HashMap<(usize, usize), PortSchedule>;
 
 pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules), ScenarioError> {
+    let all = schedule_starts(s, tf)?;
     let k = s.k;
     let mut scheds: Schedules = HashMap::new();
     for (li, l) in s.links.iter().enumerate() {
@@ -424,101 +428,11 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
             scheds.insert((li, e), ps);
         }
     }
-    let cap = |li: usize| {
-        Link::ethernet(s.links[li].rate_bps)
-            .frame_capacity_bits(tf, s.guard)
-            .unwrap_or(0)
-    };
-    let mut all = Vec::new();
-    for f in &s.flows {
+    for (f, starts) in s.flows.iter().zip(&all) {
         let off = offsets(s, f);
-        let hops: Vec<(usize, usize)> = f
-            .links
-            .iter()
-            .enumerate()
-            .map(|(j, &l)| (l, f.path[j]))
-            .collect();
-        let bits = u128::from(f.packets) * Link::ethernet(1).packet_bits(f.size);
-        for &(l, from) in &hops {
-            if bits > cap(l) {
-                let to = s.links[l].other(from).unwrap_or(from);
-                return Err(s.error_at(
-                    &f.packets_loc,
-                    format!(
-                        "{} packet(s) of {}B take {bits} bits on the wire but a frame of {tf} at {} carries {} (link {}→{})",
-                        f.packets,
-                        f.size,
-                        fmt_bit_rate(s.links[l].rate_bps),
-                        cap(l),
-                        s.nodes[from].name,
-                        s.nodes[to].name
-                    ),
-                ));
-            }
-        }
-        let n = frames_per_cycle(s, f, tf)?;
-        // A looping flow may cross one link several times in the same slot: count
-        // every pass of this start on top of what is booked.
-        let fits = |scheds: &Schedules, start: u32| {
-            let mut mine: HashMap<(usize, usize, u32), u128> = HashMap::new();
-            hops.iter().zip(&off).all(|(&(l, from), &o)| {
-                let slot = (start + o) % k;
-                let used = scheds
-                    .get(&(l, from))
-                    .map(|p| p.row_bits(slot, &Link::ethernet(s.links[l].rate_bps)))
-                    .unwrap_or(0);
-                let own = mine.entry((l, from, slot)).or_insert(0);
-                *own += bits;
-                used + *own <= cap(l)
-            })
-        };
-        let spaced = |base: u32| -> Vec<u32> {
-            (0..n)
-                .map(|i| {
-                    ((u64::from(base) + u64::from(i) * u64::from(k) / u64::from(n)) % u64::from(k))
-                        as u32
-                })
-                .collect()
-        };
-        let mut starts = None;
-        for base in 0..k {
-            let cand = spaced(base);
-            if cand.iter().all(|&st| fits(&scheds, st)) {
-                starts = Some(cand);
-                break;
-            }
-        }
-        let starts = match starts {
-            Some(v) => v,
-            None => {
-                let mut chosen: Vec<u32> = Vec::new();
-                for want in spaced(0) {
-                    let slot = (0..k)
-                        .map(|t| (want + t) % k)
-                        .find(|&st| !chosen.contains(&st) && fits(&scheds, st));
-                    match slot {
-                        Some(st) => chosen.push(st),
-                        None => {
-                            return Err(s.error_at(
-                                &f.loc,
-                                format!(
-                                    "flow \"{}\" does not fit: it needs {n} frame(s) per cycle of {k} with {} packet(s) of {}B on every link of its path, but only {} start frame(s) have room at TF {tf} (the links are full)",
-                                    f.name,
-                                    f.packets,
-                                    f.size,
-                                    chosen.len()
-                                ),
-                            ))
-                        }
-                    }
-                }
-                chosen.sort_unstable();
-                chosen
-            }
-        };
-        for &st in &starts {
-            for (&(l, from), &o) in hops.iter().zip(&off) {
-                if let Some(ps) = scheds.get_mut(&(l, from)) {
+        for &st in starts {
+            for (j, (&l, &o)) in f.links.iter().zip(&off).enumerate() {
+                if let Some(ps) = scheds.get_mut(&(l, f.path[j])) {
                     let _ = ps.add(
                         (st + o) % k,
                         Entry {
@@ -530,6 +444,94 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
                 }
             }
         }
+    }
+    Ok((all, scheds))
+}
+
+/// Every flow's start frames at `tf`, in flow order: [`schedule`] without the
+/// per-link tables. The frames are booked in a [`crate::alloc::FrameBook`].
+pub fn schedule_starts(s: &Scenario, tf: Duration) -> Result<Vec<Vec<u32>>, ScenarioError> {
+    use crate::alloc::{AllocError, FrameBook, Hop, LinkId, Policy, Request};
+    let k = s.k;
+    let cap = |li: usize| {
+        Link::ethernet(s.links[li].rate_bps)
+            .frame_capacity_bits(tf, s.guard)
+            .unwrap_or(0)
+    };
+    // The frame book's link `2 l + e` is link `l` leaving its end `e`.
+    let mut book = FrameBook::new(k, (0..s.links.len()).flat_map(|li| [cap(li); 2]))
+        .map_err(|e| s.error_at(&s.k_loc, e.to_string()))?;
+    let link_id =
+        |l: usize, from: usize| LinkId((2 * l + s.links[l].end_of(from).unwrap_or(0)) as u32);
+    let bug = |f: &FlowSpec, e: AllocError| {
+        s.error_at(
+            &f.loc,
+            format!("flow \"{}\": {e}: this is a bug in the planner", f.name),
+        )
+    };
+    let mut all = Vec::new();
+    for f in &s.flows {
+        let off = offsets(s, f);
+        let hops: Vec<(usize, usize)> = f
+            .links
+            .iter()
+            .enumerate()
+            .map(|(j, &l)| (l, f.path[j]))
+            .collect();
+        let packet_bits = Link::ethernet(1).packet_bits(f.size);
+        let request_hops: Vec<Hop> = hops
+            .iter()
+            .zip(&off)
+            .map(|(&(l, from), &o)| Hop {
+                link: link_id(l, from),
+                offset: u64::from(o),
+                packet_bits,
+            })
+            .collect();
+        match book.check_hops(&request_hops, f.packets) {
+            Ok(()) => {}
+            Err(AllocError::TooBig {
+                hop,
+                needed_bits,
+                capacity_bits,
+            }) => {
+                let (l, from) = hops[hop];
+                let to = s.links[l].other(from).unwrap_or(from);
+                return Err(s.error_at(
+                    &f.packets_loc,
+                    format!(
+                        "{} packet(s) of {}B take {needed_bits} bits on the wire but a frame of {tf} at {} carries {capacity_bits} (link {}→{})",
+                        f.packets,
+                        f.size,
+                        fmt_bit_rate(s.links[l].rate_bps),
+                        s.nodes[from].name,
+                        s.nodes[to].name
+                    ),
+                ));
+            }
+            Err(e) => return Err(bug(f, e)),
+        }
+        let n = frames_per_cycle(s, f, tf)?;
+        let request = Request {
+            hops: request_hops,
+            packets: f.packets,
+            frames: n,
+            start: None,
+            policy: Policy::Spread,
+        };
+        let starts = match book.place(&request) {
+            Ok(p) => p.into_starts(),
+            Err(AllocError::NoRoom { placed, .. }) => {
+                return Err(s.error_at(
+                    &f.loc,
+                    format!(
+                        "flow \"{}\" does not fit: it needs {n} frame(s) per cycle of {k} with {} packet(s) of {}B on every link of its path, but only {placed} start frame(s) have room at TF {tf} (the links are full)",
+                        f.name, f.packets, f.size,
+                    ),
+                ))
+            }
+            Err(e) => return Err(bug(f, e)),
+        };
         all.push(starts);
     }
     // Each router's d must cover the upstream frame's transmission and processing.
@@ -539,15 +541,9 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
             let (d, loc) = delay_at(s, f, j);
             let up = f.links[j - 1];
             let from = f.path[j - 1];
-            let link = Link::ethernet(s.links[up].rate_bps);
             let worst_bits = starts
                 .iter()
-                .map(|&st| {
-                    scheds
-                        .get(&(up, from))
-                        .map(|p| p.row_bits((st + off[j - 1]) % k, &link))
-                        .unwrap_or(0)
-                })
+                .map(|&st| book.used_bits(link_id(up, from), (st + off[j - 1]) % k))
                 .max()
                 .unwrap_or(0);
             let row_ns =
@@ -570,7 +566,7 @@ pub fn schedule(s: &Scenario, tf: Duration) -> Result<(Vec<Vec<u32>>, Schedules)
             }
         }
     }
-    Ok((all, scheds))
+    Ok(all)
 }
 
 /// Whether some flow crosses link `l` leaving node `from`.

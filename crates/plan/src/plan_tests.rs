@@ -315,6 +315,70 @@ fn mesh4_482_books_six_packets_in_every_ring_frame() {
     assert!(run(&s, RunMode::Tdp).nodes.len() == 14);
 }
 
+/// A flow round the ring r1 → r2 → r1 twice crosses r1→r2 one and three frames after
+/// its start; with starts two frames apart the second start's passes land in the
+/// first start's frames.
+const PING_PONG: &str = r#"[scenario]
+name = "ping-pong"
+tf = "250us"
+k = 4
+d = 1
+modes = ["tdp"]
+duration = "1s"
+
+[[node]]
+name = "s"
+role = "sender"
+[[node]]
+name = "r1"
+role = "edge"
+[[node]]
+name = "r2"
+role = "edge"
+[[node]]
+name = "d"
+role = "receiver"
+
+[[link]]
+between = ["s", "r1"]
+rate = "100Mbit/s"
+[[link]]
+between = ["r1", "r2"]
+rate = "100Mbit/s"
+[[link]]
+between = ["r1", "d"]
+rate = "100Mbit/s"
+
+[[flow]]
+name = "f"
+path = ["s", "r1", "r2", "r1", "d"]
+loops = 2
+size = "1002B"
+packets = 2
+every = 2
+"#;
+
+#[test]
+fn passes_of_different_starts_are_summed_too() {
+    let s = parse(PING_PONG);
+    let (starts, sched) = schedule(&s, Duration::from_micros(250)).unwrap();
+    // starts 0 and 2 would put 2 x 16 640 bits in frames 1 and 3 of r1→r2 (a frame
+    // carries 25 000): the second start moves on to 3, whose passes take 0 and 2
+    assert_eq!(starts, [vec![0, 3]]);
+    let r1 = s.nodes.iter().position(|x| x.name == "r1").unwrap();
+    let link = Link::ethernet(100_000_000);
+    let bits: Vec<u128> = (0..4).map(|t| sched[&(1, r1)].row_bits(t, &link)).collect();
+    assert_eq!(bits, [16_640; 4]);
+    // a start every frame: each frame of r1→r2 would carry two passes; two starts fit
+    let e = Scenario::parse("t.toml", &PING_PONG.replace("every = 2", "every = 1"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("flow \"f\" does not fit: it needs 4 frame(s) per cycle of 4 with 2 packet(s) of 1002B on every link of its path, but only 2 start frame(s) have room"),
+        "{e}"
+    );
+}
+
 #[test]
 fn the_kernel_cannot_route_a_looping_flow() {
     let text = MESH4.replace("modes = [\"fifo\", \"tdp\"]", "modes = [\"kernel\"]");

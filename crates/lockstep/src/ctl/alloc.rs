@@ -15,6 +15,11 @@
 //! given even if an earlier flow has left since). A rejection says, per start frame
 //! tried, which hop and which frame had no room and how many bits were left.
 //!
+//! The bits booked per frame and the search are the planner's frame allocator
+//! ([`lockstep_plan::alloc::FrameBook`], policy [`Policy::FirstFit`]); this module
+//! resolves `node/port` names to its links, keeps the tables' entries, and words the
+//! answers.
+//!
 //! `d_0` is the delay of the first hop relative to the start frame (normally 0: the
 //! sender sends in the start frame); `d_j` for `j ≥ 1` is the non-immediate
 //! forwarding delay of the flow at hop `j`'s node, which the node requires in
@@ -25,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use lockstep_core::tdp::schedule::{Link, ETHERNET_OVERHEAD};
 use lockstep_core::units::BitRate;
 use lockstep_core::Duration;
+use lockstep_plan::alloc::{self as book, FrameBook, Hop, LinkId, Placement, Policy, Request};
 use serde::{Deserialize, Serialize};
 
 /// The TDP network as the controller sees it: the common time reference and every
@@ -156,11 +162,15 @@ pub enum AllocError {
 struct PortState {
     link: Link,
     capacity_bits: u128,
+    /// The port's link in the frame book.
+    id: LinkId,
     /// Row `i`: (flow name, flow id, packets, size), in allocation order.
     rows: Vec<Vec<(String, u32, u32, u32)>>,
 }
 
 impl PortState {
+    /// The bits of row `slot` from its entries (the book keeps the sums).
+    #[cfg(test)]
     fn used_bits(&self, slot: u32) -> u128 {
         self.rows
             .get(slot as usize)
@@ -233,14 +243,18 @@ pub struct NodeSchedule {
 pub const MAX_K: u32 = 100_000;
 
 /// Most per-start explanations a rejection carries (k may be large).
-pub const MAX_BLOCKED: usize = 32;
+pub const MAX_BLOCKED: usize = book::MAX_BLOCKED;
 
 /// The frame allocator: the scheduling tables of every port.
 #[derive(Clone, Debug)]
 pub struct Allocator {
     net: TdpNetwork,
     ports: BTreeMap<(String, u16), PortState>,
+    /// The booked bits of every port's frames.
+    book: FrameBook,
     flows: BTreeMap<String, Allocation>,
+    /// What the book gave each flow (to give it back).
+    placements: BTreeMap<String, Placement>,
     /// Allocation order (names).
     order: Vec<String>,
     ids: BTreeSet<u32>,
@@ -326,17 +340,22 @@ pub fn parse_hop(text: &str) -> Option<(&str, u16)> {
 impl Allocator {
     pub fn new(net: TdpNetwork) -> Allocator {
         let mut ports = BTreeMap::new();
+        // k = 0 (a network not checked by `parse`) refuses every request as it is
+        // resolved (no d[0] is below k), so the book is never asked.
+        let mut frames = FrameBook::new(net.k.max(1), []).expect("k is at least 1");
         for n in &net.nodes {
             for p in &n.ports {
                 let link = Link {
                     rate_bps: p.rate.bps(),
                     overhead: p.overhead.unwrap_or(ETHERNET_OVERHEAD),
                 };
+                let capacity_bits = link.frame_capacity_bits(net.tf, net.guard).unwrap_or(0);
                 ports.insert(
                     (n.name.clone(), p.id),
                     PortState {
                         link,
-                        capacity_bits: link.frame_capacity_bits(net.tf, net.guard).unwrap_or(0),
+                        capacity_bits,
+                        id: frames.add_link(capacity_bits),
                         rows: vec![Vec::new(); net.k as usize],
                     },
                 );
@@ -345,7 +364,9 @@ impl Allocator {
         Allocator {
             net,
             ports,
+            book: frames,
             flows: BTreeMap::new(),
+            placements: BTreeMap::new(),
             order: Vec::new(),
             ids: BTreeSet::new(),
         }
@@ -493,70 +514,78 @@ impl Allocator {
                     })
             })
             .collect::<Result<_, _>>()?;
-        let k = u64::from(self.net.k);
-        let slot_of = |start: u32, off: u64| ((u64::from(start) + off) % k) as u32;
-        // A hop whose frame cannot hold the flow at all: no start frame helps.
-        for (j, ((node, port, _), ps)) in hops.iter().zip(&states).enumerate() {
-            let needed = u128::from(spec.packets) * ps.link.packet_bits(spec.size);
-            if needed > ps.capacity_bits {
+        let k = self.net.k;
+        let request = Request {
+            hops: hops
+                .iter()
+                .zip(&states)
+                .map(|((_, _, off), ps)| Hop {
+                    link: ps.id,
+                    offset: *off,
+                    packet_bits: ps.link.packet_bits(spec.size),
+                })
+                .collect(),
+            packets: spec.packets,
+            frames: 1,
+            start: spec.start,
+            policy: Policy::FirstFit,
+        };
+        let placement = match self.book.place(&request) {
+            Ok(p) => p,
+            // A hop whose frame cannot hold the flow at all: no start frame helps.
+            Err(book::AllocError::TooBig {
+                hop,
+                needed_bits,
+                capacity_bits,
+            }) => {
+                let (node, port, _) = &hops[hop];
                 return Err(AllocError::NoRoom {
                     reason: format!(
-                        "hop {j} ({node}/{port}): {} packets of {} B need {needed} bits on the wire, more than a frame carries ({} bits: TF {} minus guard {} at {})",
-                        spec.packets, spec.size, ps.capacity_bits, self.net.tf, self.net.guard,
-                        BitRate(ps.link.rate_bps)
+                        "hop {hop} ({node}/{port}): {} packets of {} B need {needed_bits} bits on the wire, more than a frame carries ({capacity_bits} bits: TF {} minus guard {} at {})",
+                        spec.packets, spec.size, self.net.tf, self.net.guard,
+                        BitRate(states[hop].link.rate_bps)
                     ),
                     blocked: Vec::new(),
                 });
             }
-        }
-        let try_start = |start: u32| -> Result<(), Blocked> {
-            for (j, ((node, port, off), ps)) in hops.iter().zip(&states).enumerate() {
-                let slot = slot_of(start, *off);
-                let needed = u128::from(spec.packets) * ps.link.packet_bits(spec.size);
-                let free = ps.capacity_bits.saturating_sub(ps.used_bits(slot));
-                if needed > free {
-                    return Err(Blocked {
-                        start,
-                        hop: j,
-                        port: format!("{node}/{port}"),
-                        frame: slot,
-                        free_bits: free,
-                        needed_bits: needed,
-                    });
-                }
+            Err(book::AllocError::NoRoom { blocked, .. }) => {
+                let mut blocked: Vec<Blocked> = blocked
+                    .iter()
+                    .map(|b| {
+                        let (node, port, _) = &hops[b.hop];
+                        Blocked {
+                            start: b.start,
+                            hop: b.hop,
+                            port: format!("{node}/{port}"),
+                            frame: b.slot,
+                            free_bits: b.free_bits,
+                            needed_bits: b.needed_bits,
+                        }
+                    })
+                    .collect();
+                let reason = match (spec.start, blocked.first()) {
+                    (Some(s), Some(b)) => format!(
+                        "start frame {s}: hop {} ({}) frame {} has {} bits left, the flow needs {}",
+                        b.hop, b.port, b.frame, b.free_bits, b.needed_bits
+                    ),
+                    (_, Some(b)) => format!(
+                        "no start frame of the {k} in a cycle has room on every hop (start 0: hop {} ({}) frame {} has {} bits left, the flow needs {})",
+                        b.hop, b.port, b.frame, b.free_bits, b.needed_bits
+                    ),
+                    _ => "no start frame has room".into(),
+                };
+                blocked.truncate(MAX_BLOCKED);
+                return Err(AllocError::NoRoom { reason, blocked });
             }
-            Ok(())
-        };
-        let starts: Vec<u32> = match spec.start {
-            Some(s) => vec![s],
-            None => (0..self.net.k).collect(),
-        };
-        let mut blocked = Vec::new();
-        let mut chosen = None;
-        for s in starts {
-            match try_start(s) {
-                Ok(()) => {
-                    chosen = Some(s);
-                    break;
-                }
-                Err(b) => blocked.push(b),
+            // Not expected: resolve checked the hops, the start and the frame count.
+            Err(e) => {
+                return Err(AllocError::Invalid {
+                    field: "path".into(),
+                    message: e.to_string(),
+                })
             }
-        }
-        let Some(start) = chosen else {
-            let reason = match (spec.start, blocked.first()) {
-                (Some(s), Some(b)) => format!(
-                    "start frame {s}: hop {} ({}) frame {} has {} bits left, the flow needs {}",
-                    b.hop, b.port, b.frame, b.free_bits, b.needed_bits
-                ),
-                (_, Some(b)) => format!(
-                    "no start frame of the {k} in a cycle has room on every hop (start 0: hop {} ({}) frame {} has {} bits left, the flow needs {})",
-                    b.hop, b.port, b.frame, b.free_bits, b.needed_bits
-                ),
-                _ => "no start frame has room".into(),
-            };
-            blocked.truncate(MAX_BLOCKED);
-            return Err(AllocError::NoRoom { reason, blocked });
         };
+        let start = placement.starts()[0];
         let alloc = Allocation {
             name: spec.name.clone(),
             id,
@@ -566,11 +595,12 @@ impl Allocator {
             hops: hops
                 .iter()
                 .zip(&spec.d)
-                .map(|((node, port, off), &d)| HopAlloc {
+                .enumerate()
+                .map(|(j, ((node, port, _), &d))| HopAlloc {
                     node: node.clone(),
                     port: *port,
                     d,
-                    slot: slot_of(start, *off),
+                    slot: placement.slot(start, j).unwrap_or(0),
                 })
                 .collect(),
         };
@@ -583,6 +613,7 @@ impl Allocator {
         }
         self.ids.insert(id);
         self.order.push(alloc.name.clone());
+        self.placements.insert(alloc.name.clone(), placement);
         self.flows.insert(alloc.name.clone(), alloc.clone());
         Ok(alloc)
     }
@@ -590,6 +621,10 @@ impl Allocator {
     /// Releases a flow's frames; `None` for an unknown name.
     pub fn release(&mut self, name: &str) -> Option<Allocation> {
         let alloc = self.flows.remove(name)?;
+        if let Some(p) = self.placements.remove(name) {
+            let released = self.book.release(&p);
+            debug_assert_eq!(released, Ok(()), "{name}");
+        }
         for h in &alloc.hops {
             if let Some(ps) = self.ports.get_mut(&(h.node.clone(), h.port)) {
                 if let Some(row) = ps.rows.get_mut(h.slot as usize) {
@@ -616,7 +651,7 @@ impl Allocator {
                     .enumerate()
                     .filter(|(_, r)| !r.is_empty())
                     .map(|(slot, r)| {
-                        let used = ps.used_bits(slot as u32);
+                        let used = self.book.used_bits(ps.id, slot as u32);
                         Row {
                             slot: slot as u32,
                             entries: r
