@@ -7,6 +7,9 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+use common::lab::namespaces;
+
 use serde_json::Value;
 
 fn can_run() -> bool {
@@ -27,19 +30,6 @@ fn can_run() -> bool {
         return false;
     }
     true
-}
-
-fn namespaces(prefix: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(prefix))
-        .map(str::to_string)
-        .collect()
 }
 
 const SCENARIO: &str = r#"[scenario]

@@ -15,22 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+mod common;
 
-fn can_run() -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping lab_line: needs root (network namespaces, raw sockets)");
-        return false;
-    }
-    for tool in ["ip", "tc"] {
-        if lockstep_linux::cmd::find_program(tool).is_none() {
-            eprintln!("skipping lab_line: `{tool}` (iproute2) is not installed");
-            return false;
-        }
-    }
-    true
-}
+use serde_json::Value;
 
 fn scenario() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/line.toml")
@@ -55,22 +42,9 @@ fn flow_counters(doc: &Value) -> &Value {
     &doc["counters"]["flows"][0]
 }
 
-fn ls_namespaces() -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with("ls-"))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn line_delivers_routes_marks_and_counts_every_packet() {
-    if !can_run() {
+    if !common::lab::can_run("lab_line") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("lockstep-lab-line-{}", std::process::id()));
@@ -140,7 +114,7 @@ fn line_delivers_routes_marks_and_counts_every_packet() {
             .and_then(|l| l.strip_suffix("-r1\""))
             .expect("r1 opens its ports in its namespace (routers in one process)")
             .to_string();
-        let left: Vec<String> = ls_namespaces()
+        let left: Vec<String> = common::lab::namespaces("ls-")
             .into_iter()
             .filter(|n| n.starts_with(&format!("{ns}-")))
             .collect();

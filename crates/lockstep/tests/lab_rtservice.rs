@@ -6,20 +6,10 @@
 
 use std::process::Command;
 
-use serde_json::Value;
+mod common;
+use common::lab::namespaces;
 
-fn namespaces(prefix: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(prefix))
-        .map(str::to_string)
-        .collect()
-}
+use serde_json::Value;
 
 #[test]
 fn four_configurations_answer_and_clean_up() {

@@ -7,34 +7,9 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 use serde_json::Value;
-
-fn can_run() -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping lab_shaped: needs root (network namespaces)");
-        return false;
-    }
-    for tool in ["ip", "tc"] {
-        if lockstep_linux::cmd::find_program(tool).is_none() {
-            eprintln!("skipping lab_shaped: `{tool}` (iproute2) is not installed");
-            return false;
-        }
-    }
-    true
-}
-
-fn shp_namespaces() -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with("ls-shp-"))
-        .map(str::to_string)
-        .collect()
-}
 
 fn json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -43,7 +18,7 @@ fn json(path: &Path) -> Value {
 
 #[test]
 fn every_shaper_delivers_a_probes_and_cleans_up() {
-    if !can_run() {
+    if !common::lab::can_run("lab_shaped") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("lockstep-lab-shaped-{}", std::process::id()));
@@ -66,9 +41,9 @@ fn every_shaper_delivers_a_probes_and_cleans_up() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "lab run failed: {stderr}");
     assert!(
-        shp_namespaces().is_empty(),
+        common::lab::namespaces("ls-shp-").is_empty(),
         "namespaces left: {:?}",
-        shp_namespaces()
+        common::lab::namespaces("ls-shp-")
     );
 
     let summary = json(&out_dir.join("summary.json"));

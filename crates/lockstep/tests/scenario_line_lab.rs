@@ -47,21 +47,6 @@ use lockstep_core::tdp::Delivery;
 use lockstep_core::wire::{HopKind, HopRecord, ProbeRepr, MAX_HOPS, NOT_FILLED};
 use serde_json::Value;
 
-fn can_run() -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping scenario_line_lab: needs root (network namespaces, raw sockets)");
-        return false;
-    }
-    for tool in ["ip", "tc"] {
-        if lockstep_linux::cmd::find_program(tool).is_none() {
-            eprintln!("skipping scenario_line_lab: `{tool}` (iproute2) is not installed");
-            return false;
-        }
-    }
-    true
-}
-
 fn scenario_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/line.toml")
 }
@@ -81,24 +66,12 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Some(prefix) = &self.ns_prefix {
-            for ns in namespaces_with(prefix) {
+            for ns in common::lab::namespaces(prefix) {
                 let _ = Command::new("ip").args(["netns", "del", &ns]).status();
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn namespaces_with(prefix: &str) -> Vec<String> {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(prefix))
-        .map(str::to_string)
-        .collect()
 }
 
 /// A CSV file: the header's column indices by name, and the rows split into cells.
@@ -267,7 +240,7 @@ enum Fate {
 
 #[test]
 fn tdp_line_in_the_lab_is_exact_for_every_packet_without_a_slip() {
-    if !can_run() {
+    if !common::lab::can_run("scenario_line_lab") {
         return;
     }
     let line = line_params();
@@ -313,7 +286,7 @@ fn tdp_line_in_the_lab_is_exact_for_every_packet_without_a_slip() {
         .ns_prefix
         .clone()
         .expect("r1's node file names its namespace ls-<run id>-r1");
-    let left = namespaces_with(&prefix);
+    let left = common::lab::namespaces(&prefix);
     assert!(left.is_empty(), "namespaces left by the lab: {left:?}");
 
     let doc = json(&dir.join("summary.json"));
