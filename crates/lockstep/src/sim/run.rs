@@ -18,7 +18,7 @@ use super::{hostfile, paper, SimRunArgs};
 use crate::lab::results::{
     assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter, TxJoin,
 };
-use crate::lab::{method, rtservice, shaped, tables};
+use crate::lab::{method, rtservice, tables};
 use crate::report::html::LabReport;
 use crate::report::{finish_lab_run, ResultDoc};
 use crate::UsageError;
@@ -55,14 +55,12 @@ fn check_kind(path: &Path) -> Result<()> {
         Some("a jitter-source scenario measures this host's scheduler, interrupts and NICs, which a simulator does not have")
     } else if rtservice::is_rt_service(&text) {
         Some("an rt-service scenario measures a real server's response time under this host's load, which a simulator does not have")
-    } else if shaped::is_shaped(&text) {
-        Some("the shaped-switch scenario (a Linux bridge with tc shapers) has no simulated counterpart yet")
     } else {
         None
     };
     match why {
         Some(w) => Err(UsageError(format!(
-            "{}: kind: {w}; run it with `lockstep lab run` (the simulator takes the tdp kind: routers, senders, receivers and loads)",
+            "{}: kind: {w}; run it with `lockstep lab run` (the simulator takes the tdp kind — routers, senders, receivers and loads — and shaped-switch)",
             path.display()
         ))
         .into()),
@@ -70,7 +68,7 @@ fn check_kind(path: &Path) -> Result<()> {
     }
 }
 
-fn options(args: &SimRunArgs) -> Result<SimOptions> {
+pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
     Ok(SimOptions {
         seed: args.seed,
         host: hostfile::parse(&args.host)?,
@@ -82,6 +80,9 @@ fn options(args: &SimRunArgs) -> Result<SimOptions> {
 }
 
 pub fn run(args: SimRunArgs) -> Result<()> {
+    if let Some((s, text)) = super::shaped::load(&args.scenario)? {
+        return super::shaped::run(&s, &text, &args);
+    }
     check_kind(&args.scenario)?;
     let s = crate::lab::load(&args.scenario, &args.overrides)?;
     run_scenario(&s, &args)
@@ -134,7 +135,7 @@ fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration
     })
 }
 
-fn default_output(name: &str) -> PathBuf {
+pub(super) fn default_output(name: &str) -> PathBuf {
     let secs = lockstep_linux::now(ClockId::Realtime).ns / 1_000_000_000;
     PathBuf::from("sim-results").join(format!("{name}-{secs}"))
 }
