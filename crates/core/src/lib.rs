@@ -23,7 +23,8 @@
 //!   text (real-time kernel, isolation, C-states, IRQ affinity, coalescing, …) and the
 //!   run-time changes `lockstep host apply` makes.
 //! - [`shaper`]: token-bucket shaping refilled once per shaping interval (SPEC §4),
-//!   its exact output envelope, and the symmetric-burst source of loeser §4.1.
+//!   its exact output envelope, the symmetric-burst source of loeser §4.1, and models
+//!   of the Linux `tbf` and `htb` qdiscs (continuous refill).
 
 pub mod audit;
 pub mod frame;

@@ -47,6 +47,24 @@
 //! emptying its full bucket at the same instant and then sending at its rate:
 //! [`SymmetricBurst`] is that source — greedy behind its own bucket, starting full at
 //! a boundary.
+//!
+//! # Continuous refill: models of Linux `tbf` and `htb`
+//!
+//! The kernel's shapers have no `Ts`: they credit `r · Δt` for every nanosecond that
+//! passes. [`ContinuousBucket`] is a model of the two qdiscs, not their code: exact
+//! nanobit arithmetic where the kernel keeps its tokens as time in its own ticks
+//! (tc stores `burst` as `b / r`, which may round away a few bits), and a packet that
+//! has to wait leaves exactly when it conforms (the qdisc's hrtimer watchdog, without
+//! its slack). The two differ in when a packet conforms ([`Charge`]):
+//!
+//! - `tbf` ([`Charge::Before`]): only when the tokens cover it; the output conforms to
+//!   `(r, b)`;
+//! - `htb` with one class, `rate = ceil = r`, `burst = cburst = b` and no hysteresis
+//!   ([`Charge::After`]): while the token count is not negative, the packet charged
+//!   afterwards, so the bucket goes at most one packet into debt; the output conforms
+//!   to `(r, b + M)`.
+//!
+//! [`Shaper`] puts a FIFO of packets in front of either kind of bucket ([`Bucket`]).
 
 use serde::Serialize;
 use thiserror::Error;
@@ -66,6 +84,11 @@ pub enum ShaperError {
     NonPositiveInterval(Duration),
     #[error("the largest packet must be at least 1B")]
     ZeroPacket,
+    #[error(
+        "the bucket ({bucket}) is below the largest packet ({max_packet}): such a packet \
+         would never conform"
+    )]
+    BucketBelowPacket { bucket: Size, max_packet: Size },
     #[error(
         "the bucket ({bucket}) is below r·Ts + M = {rts} + {max_packet} = {need} \
          (rate {rate}, shaping interval {ts}): a source sending {max_packet} packets \
@@ -309,6 +332,210 @@ impl TokenBucket {
     }
 }
 
+/// A token bucket a [`Shaper`] can put a FIFO of packets in front of: the
+/// once-per-`Ts` [`TokenBucket`] or the continuously refilled [`ContinuousBucket`].
+pub trait Bucket {
+    /// The earliest instant at or after `now_ns` at which a packet of `bytes` conforms,
+    /// assuming nothing else is sent meanwhile; `None` if it never will.
+    fn next_conforming(&self, now_ns: i64, bytes: u64) -> Option<i64>;
+    /// Sends a packet of `bytes` at `now_ns` if it conforms (taking its tokens).
+    fn try_send(&mut self, now_ns: i64, bytes: u64) -> bool;
+}
+
+impl Bucket for TokenBucket {
+    fn next_conforming(&self, now_ns: i64, bytes: u64) -> Option<i64> {
+        TokenBucket::next_conforming(self, now_ns, bytes)
+    }
+    fn try_send(&mut self, now_ns: i64, bytes: u64) -> bool {
+        TokenBucket::try_send(self, now_ns, bytes)
+    }
+}
+
+/// When a [`ContinuousBucket`] lets a packet go (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Charge {
+    /// The tokens must cover the packet before it goes: Linux `tbf`.
+    Before,
+    /// The token count must not be negative; the packet is charged after it went, so
+    /// the bucket may owe one packet: Linux `htb` (one class, no hysteresis).
+    After,
+}
+
+/// A token bucket `(r, b)` refilled continuously, `r · Δt` for every nanosecond: a
+/// model of the Linux `tbf` and `htb` qdiscs (see the module docs), with the same
+/// sans-IO interface and nanobit arithmetic as [`TokenBucket`]. It starts full at
+/// instant 0 (see [`ContinuousBucket::starting_at`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContinuousBucket {
+    rate: BitRate,
+    bucket: Size,
+    max_packet: Size,
+    charge: Charge,
+    /// `b` in nanobits.
+    cap: u128,
+    /// Current tokens, nanobits; never above `cap`, negative only with
+    /// [`Charge::After`] (at least `−max_packet` for packets up to `max_packet`).
+    tokens: i128,
+    /// The instant `tokens` was last brought up to date.
+    last_ns: i64,
+}
+
+impl ContinuousBucket {
+    /// A full bucket of `bucket` bytes refilled at `rate`. The bucket must hold the
+    /// largest packet `max_packet` (else, with tbf, that packet never goes).
+    pub fn new(
+        rate: BitRate,
+        bucket: Size,
+        max_packet: Size,
+        charge: Charge,
+    ) -> Result<ContinuousBucket, ShaperError> {
+        if rate.bps() == 0 {
+            return Err(ShaperError::ZeroRate);
+        }
+        if max_packet.bytes() == 0 {
+            return Err(ShaperError::ZeroPacket);
+        }
+        if bucket.bytes() < max_packet.bytes() {
+            return Err(ShaperError::BucketBelowPacket { bucket, max_packet });
+        }
+        let cap = u128::from(bucket.bytes()) * NANOBITS_PER_BYTE;
+        Ok(ContinuousBucket {
+            rate,
+            bucket,
+            max_packet,
+            charge,
+            cap,
+            tokens: cap as i128,
+            last_ns: 0,
+        })
+    }
+
+    /// Linux `tbf`: `rate r burst b`.
+    pub fn tbf(rate: BitRate, bucket: Size, max_packet: Size) -> Result<Self, ShaperError> {
+        ContinuousBucket::new(rate, bucket, max_packet, Charge::Before)
+    }
+
+    /// Linux `htb`, one class: `rate r ceil r burst b cburst b`.
+    pub fn htb(rate: BitRate, bucket: Size, max_packet: Size) -> Result<Self, ShaperError> {
+        ContinuousBucket::new(rate, bucket, max_packet, Charge::After)
+    }
+
+    /// The bucket is full at `start_ns` (and earns nothing before).
+    pub fn starting_at(mut self, start_ns: i64) -> ContinuousBucket {
+        self.last_ns = start_ns;
+        self
+    }
+
+    /// Starts with no tokens instead of a full bucket.
+    pub fn starting_empty(mut self) -> ContinuousBucket {
+        self.tokens = 0;
+        self
+    }
+
+    pub fn rate(&self) -> BitRate {
+        self.rate
+    }
+    pub fn bucket(&self) -> Size {
+        self.bucket
+    }
+    pub fn max_packet(&self) -> Size {
+        self.max_packet
+    }
+    pub fn charge(&self) -> Charge {
+        self.charge
+    }
+
+    /// The exact tokens as of the last call, in nanobits (negative: debt).
+    pub fn tokens_nanobits(&self) -> i128 {
+        self.tokens
+    }
+
+    /// `b` in nanobits.
+    pub fn bucket_nanobits(&self) -> u128 {
+        self.cap
+    }
+
+    /// The tokens the bucket would have at `now_ns` (nothing is earned before the
+    /// last instant it was brought up to date).
+    fn peek(&self, now_ns: i64) -> i128 {
+        if now_ns <= self.last_ns {
+            return self.tokens;
+        }
+        let dt = (i128::from(now_ns) - i128::from(self.last_ns)) as u128;
+        let credit = u128::from(self.rate.bps()).saturating_mul(dt);
+        let cap = self.cap as i128;
+        // tokens ≤ cap, so only the credit up to cap − tokens matters
+        let room = (cap - self.tokens) as u128;
+        self.tokens + credit.min(room) as i128
+    }
+
+    /// Brings the tokens up to `now_ns`.
+    pub fn poll(&mut self, now_ns: i64) {
+        self.tokens = self.peek(now_ns);
+        self.last_ns = self.last_ns.max(now_ns);
+    }
+
+    /// The tokens a packet of `bytes` needs before it may go: the packet itself
+    /// (tbf), or none (htb: only no debt).
+    fn need(&self, bytes: u64) -> i128 {
+        match self.charge {
+            Charge::Before => (u128::from(bytes) * NANOBITS_PER_BYTE) as i128,
+            Charge::After => 0,
+        }
+    }
+
+    /// Sends a packet of `bytes` at `now_ns` if it conforms: takes its tokens (htb:
+    /// possibly into debt) and returns true; otherwise only refills.
+    pub fn try_send(&mut self, now_ns: i64, bytes: u64) -> bool {
+        self.poll(now_ns);
+        if self.tokens < self.need(bytes) {
+            return false;
+        }
+        self.tokens -= (u128::from(bytes) * NANOBITS_PER_BYTE) as i128;
+        true
+    }
+
+    /// The earliest instant at or after `now_ns` at which a packet of `bytes`
+    /// conforms (nothing else sent meanwhile); `None` when it never does (tbf: larger
+    /// than the bucket). An instant before the last one the bucket was brought up to
+    /// date is answered from that one: its tokens are known only from then.
+    pub fn next_conforming(&self, now_ns: i64, bytes: u64) -> Option<i64> {
+        let need = self.need(bytes);
+        if need > self.cap as i128 {
+            return None;
+        }
+        let from = now_ns.max(self.last_ns);
+        let tokens = self.peek(from);
+        if tokens >= need {
+            return Some(from);
+        }
+        let deficit = (need - tokens) as u128;
+        let wait = deficit.div_ceil(u128::from(self.rate.bps()));
+        i64::try_from(i128::from(from).checked_add(i128::try_from(wait).ok()?)?).ok()
+    }
+
+    /// The burst of the smallest token bucket `(r, ·)` the output conforms to, in
+    /// nanobits: `b` (tbf), `b + M` (htb: one packet of debt).
+    pub fn affine_burst_nanobits(&self) -> u128 {
+        match self.charge {
+            Charge::Before => self.cap,
+            Charge::After => self
+                .cap
+                .saturating_add(u128::from(self.max_packet.bytes()) * NANOBITS_PER_BYTE),
+        }
+    }
+}
+
+impl Bucket for ContinuousBucket {
+    fn next_conforming(&self, now_ns: i64, bytes: u64) -> Option<i64> {
+        ContinuousBucket::next_conforming(self, now_ns, bytes)
+    }
+    fn try_send(&mut self, now_ns: i64, bytes: u64) -> bool {
+        ContinuousBucket::try_send(self, now_ns, bytes)
+    }
+}
+
 /// When a packet may leave: it was ready at `ready_ns` and conforms at `at_ns`
 /// (`at_ns − ready_ns` is the time it waits for tokens, or behind earlier packets that
 /// did).
@@ -342,17 +569,18 @@ pub struct ShaperStats {
 
 /// A token bucket in front of a FIFO of packets: each packet leaves at the first
 /// instant that it is ready, the packet before it has left, and it conforms. Counts
-/// who waited and how long.
+/// who waited and how long. The bucket is lockstep's once-per-`Ts` [`TokenBucket`]
+/// unless said otherwise ([`Bucket`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shaper {
-    bucket: TokenBucket,
+pub struct Shaper<B = TokenBucket> {
+    bucket: B,
     /// Release instant of the previous packet (FIFO: the next never leaves before).
     last_release: Option<i64>,
     stats: ShaperStats,
 }
 
-impl Shaper {
-    pub fn new(bucket: TokenBucket) -> Shaper {
+impl<B: Bucket> Shaper<B> {
+    pub fn new(bucket: B) -> Shaper<B> {
         Shaper {
             bucket,
             last_release: None,
@@ -360,7 +588,7 @@ impl Shaper {
         }
     }
 
-    pub fn bucket(&self) -> &TokenBucket {
+    pub fn bucket(&self) -> &B {
         &self.bucket
     }
 
@@ -734,6 +962,103 @@ mod tests {
         );
     }
 
+    /// 80 kbit/s = 10 B/ms, continuous refill; M = 50 B.
+    fn kernel(charge: Charge, b: u64) -> ContinuousBucket {
+        ContinuousBucket::new(BitRate(80_000), Size(b), Size(50), charge).unwrap()
+    }
+
+    #[test]
+    fn a_continuous_bucket_must_hold_a_packet() {
+        assert_eq!(
+            ContinuousBucket::tbf(BitRate(0), Size(10), Size(1)).unwrap_err(),
+            ShaperError::ZeroRate
+        );
+        assert_eq!(
+            ContinuousBucket::tbf(BitRate(1), Size(10), Size(0)).unwrap_err(),
+            ShaperError::ZeroPacket
+        );
+        assert_eq!(
+            ContinuousBucket::htb(BitRate(1), Size(49), Size(50))
+                .unwrap_err()
+                .to_string(),
+            "the bucket (49B) is below the largest packet (50B): such a packet would never \
+             conform"
+        );
+        let b = ContinuousBucket::tbf(BitRate(1), Size(50), Size(50)).unwrap();
+        assert_eq!(
+            (b.bucket(), b.max_packet(), b.charge()),
+            (Size(50), Size(50), Charge::Before)
+        );
+    }
+
+    #[test]
+    fn tbf_refills_continuously_and_needs_the_whole_packet() {
+        let mut b = kernel(Charge::Before, 100);
+        assert!(b.try_send(0, 60));
+        assert!(!b.try_send(0, 50));
+        // 40 B left, 10 B/ms: 50 B at 1 ms, not a nanosecond before
+        assert_eq!(b.next_conforming(0, 50), Some(MS));
+        assert!(!b.try_send(MS - 1, 50));
+        assert!(b.try_send(MS, 50));
+        assert_eq!(b.tokens_nanobits(), 0);
+        // no boundaries: 5 B come in half a millisecond
+        assert_eq!(b.next_conforming(MS, 5), Some(MS + MS / 2));
+        // capped at b
+        b.poll(1000 * MS);
+        assert_eq!(b.tokens_nanobits(), 100 * NB as i128);
+        assert_eq!(b.next_conforming(1000 * MS, 101), None);
+        // an earlier instant is answered from the last update
+        assert_eq!(b.next_conforming(5 * MS, 10), Some(1000 * MS));
+        assert_eq!(b.affine_burst_nanobits(), 100 * NB);
+        // 12 bit/s: 1.5 B a second, nothing lost to rounding
+        let mut slow = ContinuousBucket::tbf(BitRate(12), Size(3), Size(1))
+            .unwrap()
+            .starting_empty()
+            .starting_at(7);
+        assert_eq!(slow.next_conforming(0, 1), Some(7 + 666_666_667));
+        let mut sent = 0u64;
+        for k in 1..=100 {
+            while slow.try_send(7 + k * 1_000_000_000, 1) {
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, 150);
+    }
+
+    #[test]
+    fn htb_sends_while_not_in_debt_and_charges_after() {
+        let mut b = kernel(Charge::After, 100);
+        assert!(b.try_send(0, 50));
+        assert!(b.try_send(0, 50));
+        // 0 tokens is not debt: a third packet goes, b + M in no time
+        assert!(b.try_send(0, 50));
+        assert_eq!(b.tokens_nanobits(), -50 * NB as i128);
+        assert!(!b.try_send(0, 1));
+        // out of debt after 5 ms
+        assert_eq!(b.next_conforming(0, 50), Some(5 * MS));
+        assert!(!b.try_send(5 * MS - 1, 50));
+        assert!(b.try_send(5 * MS, 50));
+        assert_eq!(b.affine_burst_nanobits(), 150 * NB);
+        // a packet of any size goes when the bucket is not in debt
+        let big = kernel(Charge::After, 100);
+        assert_eq!(big.next_conforming(0, 1000), Some(0));
+    }
+
+    #[test]
+    fn a_shaper_in_front_of_tbf() {
+        // 50 B packets ready every 2 ms behind tbf (10 B/ms, b = 100 B)
+        let mut sh = Shaper::new(kernel(Charge::Before, 100));
+        let mut releases = Vec::new();
+        for i in 0..6 {
+            let r = sh.plan(i * 2 * MS, 50).unwrap();
+            assert!(sh.send(r, r.at_ns, 50));
+            releases.push(r.at_ns / MS);
+        }
+        assert_eq!(releases, vec![0, 2, 5, 10, 15, 20]);
+        assert_eq!(sh.stats().delayed, 4);
+        assert_eq!(sh.bucket().charge(), Charge::Before);
+    }
+
     /// One step of a random workload: advance the clock, then try a packet.
     fn steps() -> impl Strategy<Value = Vec<(i64, u64)>> {
         prop::collection::vec((0i64..25 * MS, 1u64..=60), 1..150)
@@ -803,6 +1128,48 @@ mod tests {
                         "{} B in {} exceeds {}", total, window,
                         exact_bytes(b.envelope_nanobits(window))
                     );
+                }
+            }
+        }
+
+        /// tbf's output stays within (r, b), htb's within (r, b + M), over every
+        /// closed window; a packet goes exactly when `next_conforming` says.
+        #[test]
+        fn continuous_output_stays_under_its_token_bucket(
+            extra in 0u64..200,
+            rate in 1u64..10_000_000,
+            htb in any::<bool>(),
+            steps in steps(),
+        ) {
+            let charge = if htb { Charge::After } else { Charge::Before };
+            let mut b = ContinuousBucket::new(BitRate(rate), Size(60 + extra), Size(60), charge)
+                .unwrap()
+                .starting_at(3);
+            let mut now = 0i64;
+            let mut sent: Vec<(i64, u64)> = Vec::new();
+            for (dt, bytes) in steps {
+                now += dt;
+                let when = b.next_conforming(now, bytes);
+                let before = b.clone();
+                let ok = b.try_send(now, bytes);
+                prop_assert_eq!(ok, when == Some(now.max(3)));
+                if let Some(at) = when.filter(|&at| at > now.max(3)) {
+                    let mut early = before.clone();
+                    prop_assert!(!early.try_send(at - 1, bytes));
+                    let mut on_time = before;
+                    prop_assert!(on_time.try_send(at, bytes));
+                }
+                if ok {
+                    sent.push((now, bytes));
+                }
+            }
+            for i in 0..sent.len() {
+                let mut total = 0u128;
+                for j in i..sent.len() {
+                    total += u128::from(sent[j].1);
+                    let window = (sent[j].0 - sent[i].0) as u128;
+                    let allowed = b.affine_burst_nanobits() + u128::from(rate) * window;
+                    prop_assert!(total * NB <= allowed, "{} B in {} ns", total, window);
                 }
             }
         }

@@ -168,11 +168,10 @@ fn the_options_a_kind_takes_are_not_refused() {
 }
 
 #[test]
-fn sim_run_refuses_every_kind_but_tdp() {
+fn sim_run_refuses_the_os_measurement_kinds() {
     for (file, kind) in [
         ("cbr-jitter.toml", "a jitter-source scenario"),
         ("rt-service.toml", "an rt-service scenario"),
-        ("shaped-switch.toml", "the shaped-switch scenario"),
     ] {
         let f = scenario(file);
         let o = lockstep(&["sim", "run", &f, "--tf", "1ms"]);
@@ -184,6 +183,20 @@ fn sim_run_refuses_every_kind_but_tdp() {
         );
         assert!(err.contains("run it with `lockstep lab run`"), "{err}");
     }
+}
+
+#[test]
+fn sim_run_takes_the_shaped_switch_but_not_its_frames() {
+    let f = scenario("shaped-switch.toml");
+    let o = lockstep(&["sim", "run", &f, "--tf", "1ms"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "lockstep: --tf applies to TDP scenarios only; {f} is a shaped-switch scenario"
+        )),
+        "{err}"
+    );
 }
 
 #[test]

@@ -6,6 +6,8 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use lockstep_core::tdp::{Delivery, PacketBuf, Receiver, Sender};
+
+use crate::source::ShapedSource;
 use lockstep_core::wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, UdpPacket,
     UdpRepr, PROTO_UDP,
@@ -49,6 +51,8 @@ pub struct Host {
     pub sender: Option<(Sender, Vec<FlowAddr>)>,
     pub receiver: Option<(Receiver, u16)>,
     pub sources: Vec<Cbr>,
+    /// Token-bucket shaped sources.
+    pub shaped: Vec<ShapedSource>,
     /// Load sinks: (UDP port, datagrams received).
     pub sinks: Vec<(u16, u64)>,
     /// Frames for this host that nothing listened for.
@@ -65,6 +69,15 @@ impl Host {
         }
         let s = self.sender.as_ref().and_then(|(s, _)| s.poll_timeout());
         let c = self.sources.iter().map(|c| c.next_ns).min();
+        let shaped = self
+            .shaped
+            .iter()
+            .filter_map(ShapedSource::poll_timeout)
+            .min();
+        let c = match (c, shaped) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match (s, c) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -113,6 +126,12 @@ impl Host {
                 out.push(udp_frame(&iface, src, c.dst, 0, &payload));
                 c.sent += 1;
                 c.next_ns = c.next_ns.saturating_add(c.period_ns.max(1));
+            }
+        }
+        for sh in &mut self.shaped {
+            while sh.poll_send(now) {
+                let src = SocketAddrV4::new(iface.addr, sh.src_port);
+                out.push(udp_frame(&iface, src, sh.dst, 0, &sh.payload));
             }
         }
     }

@@ -11,6 +11,8 @@
 //! - [`hostmodel`]: how late a node acts (ideal, fixed, or a measured wake-up
 //!   histogram).
 //! - [`host`]: the kernel side of a simulated sender or receiver.
+//! - [`source`]: token-bucket shaped sources (lockstep's bucket, models of Linux tbf
+//!   and htb); [`shaped`]: a plan's loads sent through them.
 //! - [`engine`]: the event loop; [`build`]: plan → simulated nodes.
 //!
 //! Deterministic: a run is a pure function of (plan, options); nothing reads the
@@ -23,6 +25,8 @@ pub mod hostmodel;
 pub mod link;
 pub mod queue;
 pub mod rng;
+pub mod shaped;
+pub mod source;
 
 pub use build::{build, BuildError};
 pub use engine::{Engine, EngineStats, Kind, NodeClock, NodeEventSummary, SimNode};
@@ -68,6 +72,12 @@ impl Default for SimOptions {
 
 /// A plan ready to run.
 pub fn engine(plan: &Plan, opts: &SimOptions) -> Result<Engine, BuildError> {
+    Ok(Engine::new(nodes(plan, opts)?, opts.start_ns))
+}
+
+/// The simulated nodes of a plan with the options' host models, processing time and
+/// clocks (what [`engine`] starts).
+pub fn nodes(plan: &Plan, opts: &SimOptions) -> Result<Vec<SimNode>, BuildError> {
     let mut nodes = build(plan, opts)?;
     for n in &mut nodes {
         n.host = opts.hosts.get(&n.name).unwrap_or(&opts.host).clone();
@@ -76,5 +86,5 @@ pub fn engine(plan: &Plan, opts: &SimOptions) -> Result<Engine, BuildError> {
             n.clock = *c;
         }
     }
-    Ok(Engine::new(nodes, opts.start_ns))
+    Ok(nodes)
 }

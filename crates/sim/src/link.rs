@@ -73,6 +73,12 @@ impl LinkDir {
         i64::try_from(ns).unwrap_or(i64::MAX)
     }
 
+    /// How long a frame of `frame_len` bytes (Ethernet header included) takes to
+    /// serialise.
+    pub fn transmit_ns(&self, frame_len: usize) -> i64 {
+        self.ns_for(self.wire_bytes(frame_len))
+    }
+
     /// Bytes still queued or on the wire at `now`.
     pub fn backlog_bytes(&self, now: i64) -> u64 {
         if self.busy_until <= now {
@@ -114,6 +120,7 @@ mod tests {
         assert_eq!((l.sent, l.dropped), (3, 1));
         // tbf accounting: 1016 bytes, 81.28 us
         let mut t = LinkDir::new(100_000_000, 0, 1 << 20, Framing::Tbf);
+        assert_eq!(t.transmit_ns(1016), 81_280);
         assert_eq!(t.send(5, 1016), Some(5 + 81_280));
         // short frames are padded to 46 bytes of IP
         let mut s = LinkDir::new(100_000_000, 0, 1 << 20, Framing::Ethernet);

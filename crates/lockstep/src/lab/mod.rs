@@ -212,6 +212,11 @@ impl ScenarioFile {
         self.probed.kind
     }
 
+    /// The file as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Refuses the first of the options given that this kind does not take.
     pub fn refuse(&self, given: &[LabFlag]) -> Result<()> {
         kind::refuse(given, self.kind(), &self.shown).map_err(|m| UsageError(m).into())

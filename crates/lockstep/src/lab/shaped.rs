@@ -37,7 +37,8 @@
 //! a greedy sender is blocked by its socket rather than dropped by the qdisc.
 //!
 //! The scenario file is `[scenario] kind = "shaped-switch"` with its own fields; it
-//! does not use the node/link/flow tables of the other scenarios.
+//! does not use the node/link/flow tables of the other scenarios. `lockstep sim run`
+//! simulates it (`crate::sim::shaped`) with the bound computed here.
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -63,6 +64,11 @@ use lockstep_linux::tc::{self, QdiscStats};
 /// What a UDP/IPv4 datagram adds on Ethernet (14 + 20 + 8 bytes; loeser's 1514-byte
 /// frames count neither FCS nor preamble).
 const FRAME_OVERHEAD: u64 = 42;
+/// Bytes of a frame beyond its IP packet as the lab's port (tc tbf on a veth) and the
+/// shapers count them: the Ethernet header.
+pub const PORT_OVERHEAD: u64 = 14;
+/// Queue of the switch port towards B, bytes (its tbf `limit`).
+pub const PORT_QUEUE_LIMIT: u64 = 4_000_000;
 /// loeser Table 4 (t_max, t_est, t_obs in µs; t_max/t_est include their 80 µs) and
 /// Table 5 (CPU % of C, D, E), for Ts = 10 ms, 1 ms, 100 µs.
 const LOESER: [(i64, [f64; 3], [f64; 3]); 3] = [
@@ -432,10 +438,30 @@ impl Shaped {
         kind: ShaperKind,
         ts: Duration,
     ) -> Result<Bound, lockstep_netcalc::FifoPortError> {
+        self.bound_on_port(kind, ts, PORT_OVERHEAD)
+    }
+
+    /// [`Shaped::bound_of`] for a port that counts `overhead` bytes per frame beyond
+    /// its IP packet ([`PORT_OVERHEAD`] in the lab; 38 on a real Ethernet port:
+    /// header, FCS, preamble and gap) while the shapers still count frames of the
+    /// payload and 42 bytes. In the port's bytes a flow of `f`-byte frames, `w` bytes
+    /// each on the port, conforming to `(r, b)` conforms to `(r·w/f, b·w/f)` with
+    /// `M = w`, exactly (every frame of a flow has the same size).
+    pub fn bound_on_port(
+        &self,
+        kind: ShaperKind,
+        ts: Duration,
+        overhead: u64,
+    ) -> Result<Bound, lockstep_netcalc::FifoPortError> {
         let c = Q::int(self.port_rate.0 as i64);
         let t_mux = Q::ratio(i128::from(self.t_mux.as_nanos()), 1_000_000_000).unwrap_or(Q::zero());
         let ts_s = Q::ratio(i128::from(ts.as_nanos()), 1_000_000_000).unwrap_or(Q::zero());
-        let m = Q::int(((self.payload.0 + FRAME_OVERHEAD) * 8) as i64);
+        // a frame's bytes on the port: the IP packet (at least 46 bytes) + overhead
+        let on_port = |payload: u64| (payload + FRAME_OVERHEAD - 14).max(46) + overhead;
+        let frame = self.payload.0 + FRAME_OVERHEAD;
+        let m = Q::int((frame * 8) as i64);
+        let scale =
+            Q::ratio(i128::from(on_port(self.payload.0)), i128::from(frame)).unwrap_or(Q::one());
         let mut flows = Vec::new();
         for r in &self.rates {
             let rq = Q::int(r.0 as i64);
@@ -445,9 +471,9 @@ impl Shaped {
                 ShaperKind::Tbf => bucket,
                 ShaperKind::Htb => &bucket + &m,
             };
-            flows.push(PortFlow::new(rq, b, m.clone()));
+            flows.push(PortFlow::new(&rq * &scale, &b * &scale, &m * &scale));
         }
-        let ma = Q::int(((self.probe_size.0 + FRAME_OVERHEAD) * 8) as i64);
+        let ma = Q::int((on_port(self.probe_size.0) * 8) as i64);
         let period =
             Q::ratio(i128::from(self.probe_period.as_nanos()), 1_000_000_000).unwrap_or(Q::one());
         let ra = &ma / &period;
@@ -658,8 +684,20 @@ fn build(s: &Shaped) -> Result<Topology> {
     }
     let rate = format!("{}bit", s.port_rate.0);
     lockstep_linux::cmd::tc(&[
-        "-n", SWITCH, "qdisc", "add", "dev", "pb", "root", "tbf", "rate", &rate, "burst", "3028",
-        "limit", "4000000",
+        "-n",
+        SWITCH,
+        "qdisc",
+        "add",
+        "dev",
+        "pb",
+        "root",
+        "tbf",
+        "rate",
+        &rate,
+        "burst",
+        "3028",
+        "limit",
+        &PORT_QUEUE_LIMIT.to_string(),
     ])
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(t)
@@ -865,7 +903,7 @@ pub type Row = (ShaperKind, Duration, Option<Observed>);
 
 /// loeser's figures for a row: Tables 4–5 for lockstep's shaper, Table 7 for the
 /// Linux shaper at the `Ts` of its kernel's tick.
-fn paper(kind: ShaperKind, ts: Duration) -> String {
+pub(crate) fn paper(kind: ShaperKind, ts: Duration) -> String {
     match kind {
         ShaperKind::Lockstep => {
             LOESER
@@ -1009,15 +1047,22 @@ fn q_json(q: Option<&Q>) -> serde_json::Value {
     }
 }
 
-/// The summary.json entry of a row.
-fn row_json(s: &Shaped, (kind, ts, o): &Row) -> serde_json::Value {
-    let b = s.bound_of(*kind, *ts).ok();
-    let bb = s.bound_with(*ts, false).ok();
-    serde_json::json!({
+/// What a summary.json row says of the bound at (`kind`, `ts`) for a port counting
+/// `overhead` bytes per frame beyond the IP packet ([`Shaped::bound_on_port`]): the
+/// buckets, the envelope, the bounds exact (strings of seconds or bits) and as floats.
+pub fn bound_json(
+    s: &Shaped,
+    kind: ShaperKind,
+    ts: Duration,
+    overhead: u64,
+) -> serde_json::Map<String, serde_json::Value> {
+    let b = s.bound_on_port(kind, ts, overhead).ok();
+    let bb = s.bound_on_port(ShaperKind::Tbf, ts, overhead).ok();
+    let v = serde_json::json!({
         "shaper": kind,
         "ts": ts.to_string(),
         "ts_ns": ts.as_nanos(),
-        "bucket_bytes": s.rates.iter().map(|r| s.bucket_bytes(*r, *ts)).collect::<Vec<_>>(),
+        "bucket_bytes": s.rates.iter().map(|r| s.bucket_bytes(*r, ts)).collect::<Vec<_>>(),
         "envelope": kind.envelope(),
         "bound_s": b.as_ref().map(|b| b.delay.to_string()),
         "bound_estimate_s": b.as_ref().map(|b| b.delay_estimate.to_string()),
@@ -1025,11 +1070,26 @@ fn row_json(s: &Shaped, (kind, ts, o): &Row) -> serde_json::Value {
         "bound_b_bucket_s": bb.as_ref().map(|b| b.delay.to_string()),
         "bound": q_json(b.as_ref().map(|b| &b.delay)),
         "bound_estimate": q_json(b.as_ref().map(|b| &b.delay_estimate)),
+    });
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The summary.json entry of a row.
+fn row_json(s: &Shaped, (kind, ts, o): &Row) -> serde_json::Value {
+    let mut m = bound_json(s, *kind, *ts, PORT_OVERHEAD);
+    let lab = serde_json::json!({
         "sender_cpu_total_ns": o.as_ref().and_then(|o| o.cpu_total_ns()),
         "softirq_load": o.as_ref().and_then(|o| o.softirq_load()),
         "machine_idle_share": o.as_ref().and_then(|o| o.idle_share()),
         "observed": o,
-    })
+    });
+    if let serde_json::Value::Object(l) = lab {
+        m.extend(l);
+    }
+    serde_json::Value::Object(m)
 }
 
 /// report.html of the scenario: one run per row, A's probe flow in each, the table

@@ -232,15 +232,15 @@ fn bad_shapers_name_file_field_and_what_is_expected() {
     // the field is on line 24, its value at column 11
     assert_eq!(
         with("[\"tbf\", \"cbq\"]"),
-        "s.toml:24:11: scenario.shapers[1]: expected lockstep, tbf or htb, got \"cbq\""
+        "s.toml:25:11: scenario.shapers[1]: expected lockstep, tbf or htb, got \"cbq\""
     );
     assert_eq!(
         with("\"tbf\""),
-        "s.toml:24:11: scenario.shapers: expected an array of \"lockstep\", \"tbf\", \"htb\", like [\"lockstep\", \"tbf\"]"
+        "s.toml:25:11: scenario.shapers: expected an array of \"lockstep\", \"tbf\", \"htb\", like [\"lockstep\", \"tbf\"]"
     );
     assert_eq!(
         with("[]"),
-        "s.toml:24:11: scenario.shapers: expected an array of \"lockstep\", \"tbf\", \"htb\": give at least one (or leave the field out for all three)"
+        "s.toml:25:11: scenario.shapers: expected an array of \"lockstep\", \"tbf\", \"htb\": give at least one (or leave the field out for all three)"
     );
     assert_eq!(
         with("[\"tbf\", \"tbf\"]"),
@@ -260,7 +260,7 @@ fn err(text: &str) -> String {
 fn bad_fields_are_named_with_their_line() {
     assert_eq!(
         err(&FILE.replace("\"32Mbit/s\"", "\"0Mbit/s\"")),
-        "s.toml:18:22: scenario.rates[1]: a bit rate must be above 0, got \"0Mbit/s\""
+        "s.toml:19:22: scenario.rates[1]: a bit rate must be above 0, got \"0Mbit/s\""
     );
     assert!(
         err(&FILE.replace("\"20Mbit/s\"", "\"30Mbit/s\"")).contains("scenario.rates: their sum")

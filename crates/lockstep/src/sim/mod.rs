@@ -3,6 +3,8 @@
 //! - [`run`]: `sim run SCENARIO.toml` — the same scenario files as `lab run`, planned
 //!   the same way, driven by the simulator (`lockstep-sim`) instead of namespaces; the
 //!   same result document and report, labelled "simulated".
+//! - [`shaped`]: `sim run` of the shaped-switch scenario: the lab's switch with C, D
+//!   and E shaped by lockstep's bucket, tbf or htb, the bound next to the simulation.
 //! - [`gen`]: `sim gen` — writes a scenario of a generated network (ring, grid,
 //!   fat-tree) to a file.
 //! - [`paper`]: the figures of the papers a scenario reproduces, shown next to ours.
@@ -11,6 +13,7 @@ pub mod gen;
 pub mod hostfile;
 pub mod paper;
 pub mod run;
+pub mod shaped;
 
 use std::path::PathBuf;
 

@@ -50,19 +50,18 @@ pub struct LoadLine {
 /// What `sim run` refuses, by the file's kind.
 fn check_kind(file: &ScenarioFile) -> Result<()> {
     let why = match file.kind() {
-        ScenarioKind::Tdp => return Ok(()),
+        ScenarioKind::Tdp | ScenarioKind::Shaped => return Ok(()),
         ScenarioKind::Jitter => "a jitter-source scenario measures this host's scheduler, interrupts and NICs, which a simulator does not have",
         ScenarioKind::RtService => "an rt-service scenario measures a real server's response time under this host's load, which a simulator does not have",
-        ScenarioKind::Shaped => "the shaped-switch scenario (a Linux bridge with tc shapers) has no simulated counterpart yet",
     };
     Err(UsageError(format!(
-        "{}: kind: {why}; run it with `lockstep lab run` (the simulator takes the tdp kind: routers, senders, receivers and loads)",
+        "{}: kind: {why}; run it with `lockstep lab run` (the simulator takes the tdp kind — routers, senders, receivers and loads — and shaped-switch)",
         file.shown
     ))
     .into())
 }
 
-fn options(args: &SimRunArgs) -> Result<SimOptions> {
+pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
     Ok(SimOptions {
         seed: args.seed,
         host: hostfile::parse(&args.host)?,
@@ -76,12 +75,17 @@ fn options(args: &SimRunArgs) -> Result<SimOptions> {
 pub fn run(args: SimRunArgs) -> Result<()> {
     let file = ScenarioFile::read(&args.scenario)?;
     check_kind(&file)?;
-    let LabScenario::Tdp(s) = file.load(&args.overrides)? else {
-        return Err(UsageError(format!(
-            "{}: only TDP scenarios can be simulated",
-            args.scenario.display()
-        ))
-        .into());
+    let text = file.text().to_string();
+    let s = match file.load(&args.overrides)? {
+        LabScenario::Tdp(s) => s,
+        LabScenario::Shaped(s) => return super::shaped::run(&s, &text, &args),
+        LabScenario::Jitter(_) | LabScenario::RtService(_) => {
+            return Err(UsageError(format!(
+                "{}: only TDP and shaped-switch scenarios can be simulated",
+                args.scenario.display()
+            ))
+            .into())
+        }
     };
     run_scenario(&s, &args)
 }
@@ -133,7 +137,7 @@ fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration
     })
 }
 
-fn default_output(name: &str) -> PathBuf {
+pub(super) fn default_output(name: &str) -> PathBuf {
     let secs = lockstep_linux::now(ClockId::Realtime).ns / 1_000_000_000;
     PathBuf::from("sim-results").join(format!("{name}-{secs}"))
 }
