@@ -244,11 +244,11 @@ fn bad_shapers_name_file_field_and_what_is_expected() {
     );
     assert_eq!(
         with("[\"tbf\", \"tbf\"]"),
-        "s.toml:24:11: scenario.shapers[1]: \"tbf\" is listed twice"
+        "s.toml:25:11: scenario.shapers[1]: \"tbf\" is listed twice"
     );
     assert_eq!(
         with("[\"lockstep\", 3]"),
-        "s.toml:24:11: scenario.shapers[1]: expected lockstep, tbf or htb, got 3"
+        "s.toml:25:11: scenario.shapers[1]: expected lockstep, tbf or htb, got 3"
     );
 }
 
