@@ -238,6 +238,21 @@ fn counts_stop_each_flow_and_the_sender() {
 }
 
 #[test]
+fn the_sender_runs_on_the_clock_it_is_started_with() {
+    let mut s = sender([None, None], true);
+    let mono = |ns| Instant::new(ClockId::Monotonic, ns);
+    s.start(mono(0));
+    assert_eq!(s.poll_timeout(), Some(mono(TF)));
+    assert_eq!(s.next_start(), Some(mono(TF)));
+    s.handle_timeout(mono(TF + 500));
+    let tx = s.poll_transmit(mono(TF + 600)).unwrap();
+    assert_eq!(
+        (tx.t0, tx.t_wake, tx.t_send),
+        (mono(TF), mono(TF + 500), mono(TF + 600))
+    );
+}
+
+#[test]
 fn an_unmarked_sender_sends_dscp_zero() {
     let mut s = sender([None, None], false);
     s.start(tai(0));

@@ -1466,6 +1466,37 @@ fn the_pool_stops_allocating_in_a_steady_state() {
 }
 
 #[test]
+fn the_node_runs_on_the_clock_of_the_first_instant_it_is_given() {
+    let mut node = Node::new(core_config()).unwrap();
+    // before any call: at once, on the default clock
+    assert_eq!(node.poll_timeout(), Some(Instant::earliest(ClockId::Tai)));
+    node.set_events(true);
+    let mono = |ns| Instant::new(ClockId::Monotonic, ns);
+    let c = clock(4);
+    let bytes = Udp::to(dst(), 5000).dscp(c.dscp(0)).sized(100, 1);
+    node.handle_packet(
+        mono(10),
+        PortId(1),
+        &bytes,
+        RxMeta {
+            kernel_rx: Some(mono(5)),
+        },
+    );
+    assert_eq!(node.poll_timeout(), Some(mono(TF)));
+    // a packet for nowhere: its drop event is on the node's clock too
+    node.handle_packet(
+        mono(20),
+        PortId(1),
+        &Udp::to(ip(192, 168, 0, 1), 1).frame(b"z"),
+        RxMeta::default(),
+    );
+    assert_eq!(node.poll_event().map(|e| e.at()), Some(mono(20)));
+    node.handle_timeout(mono(2 * TF));
+    let tx = node.poll_transmit(mono(2 * TF)).unwrap();
+    assert_eq!((tx.kind, tx.frame), (TxKind::Reserved, Some(2)));
+}
+
+#[test]
 fn a_clock_jump_skips_frames_without_walking_them() {
     let mut node = Node::new(core_config()).unwrap();
     let c = clock(4);
