@@ -291,6 +291,55 @@ impl Instant {
     pub fn checked_since(self, earlier: Instant) -> Option<Duration> {
         (self.clock == earlier.clock).then(|| Duration(self.ns.saturating_sub(earlier.ns)))
     }
+    /// The earliest instant of `clock` (`i64::MIN` nanoseconds), before every other
+    /// instant of it: the timeout a state machine asks for when it wants to run at
+    /// once, whatever the time (a node before it was first given the time).
+    pub const fn earliest(clock: ClockId) -> Self {
+        Instant {
+            clock,
+            ns: i64::MIN,
+        }
+    }
+    /// Whether this is the [`Instant::earliest`] of its clock.
+    pub const fn is_earliest(self) -> bool {
+        self.ns == i64::MIN
+    }
+}
+
+/// The clock a sans-IO state machine runs on, learnt from the first instant it is
+/// given ([`ClockId::default`] until then). Every later instant must be of the same
+/// clock: a debug build asserts it, a release build takes the nanoseconds as given.
+/// The state machines keep `i64` nanoseconds inside and convert at their API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LearnedClock(Option<ClockId>);
+
+impl LearnedClock {
+    /// The nanoseconds of `t`, after learning its clock (the first time) or checking
+    /// that it is the one learnt; `who` names the state machine in the assertion.
+    #[inline]
+    pub(crate) fn ns(&mut self, t: Instant, who: &str) -> i64 {
+        match self.0 {
+            None => self.0 = Some(t.clock),
+            Some(c) => debug_assert!(
+                c == t.clock,
+                "{who} runs on the {c} clock but was given an instant of the {} clock",
+                t.clock
+            ),
+        }
+        t.ns
+    }
+
+    /// The clock learnt, or the default before any instant.
+    #[inline]
+    pub(crate) fn id(self) -> ClockId {
+        self.0.unwrap_or_default()
+    }
+
+    /// `ns` nanoseconds of the clock as an instant.
+    #[inline]
+    pub(crate) fn at(self, ns: i64) -> Instant {
+        Instant::new(self.id(), ns)
+    }
 }
 
 impl PartialOrd for Instant {
@@ -407,5 +456,29 @@ mod tests {
             Some(Duration(60))
         );
         assert_eq!((a + Duration(5)).ns, 105);
+        let first = Instant::earliest(ClockId::Realtime);
+        assert!(first.is_earliest() && !a.is_earliest());
+        assert!(first < Instant::new(ClockId::Realtime, i64::MIN + 1));
+    }
+
+    #[test]
+    fn a_learned_clock_is_the_first_one_given() {
+        let mut c = LearnedClock::default();
+        assert_eq!(c.id(), ClockId::Tai);
+        assert_eq!(c.ns(Instant::new(ClockId::Monotonic, 7), "test"), 7);
+        assert_eq!(c.id(), ClockId::Monotonic);
+        assert_eq!(c.ns(Instant::new(ClockId::Monotonic, 9), "test"), 9);
+        assert_eq!(c.at(5), Instant::new(ClockId::Monotonic, 5));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(
+        expected = "node runs on the monotonic clock but was given an instant of the tai clock"
+    )]
+    fn another_clock_is_caught_in_debug_builds() {
+        let mut c = LearnedClock::default();
+        c.ns(Instant::new(ClockId::Monotonic, 7), "node");
+        c.ns(Instant::new(ClockId::Tai, 8), "node");
     }
 }

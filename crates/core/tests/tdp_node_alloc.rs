@@ -14,7 +14,7 @@ use lockstep_core::tdp::{
 use lockstep_core::wire::checksum::{fold, ones_complement_sum};
 use lockstep_core::wire::probe::ProbeRepr;
 use lockstep_core::wire::EthernetAddress;
-use lockstep_core::Duration;
+use lockstep_core::{ClockId, Duration, Instant};
 
 struct Counting;
 
@@ -141,20 +141,20 @@ fn the_forwarding_path_does_not_allocate_once_warm() {
     let run = |node: &mut Node, frames_from: i64, count: i64, sent: &mut u64| {
         for f in frames_from..frames_from + count {
             let t = f * tf;
-            node.handle_timeout(t);
+            node.handle_timeout(Instant::new(ClockId::Tai, t));
             for (i, bytes) in frames[f.rem_euclid(16) as usize].iter().enumerate() {
-                let now = t + 10_000 * (i as i64 + 1);
+                let now = Instant::new(ClockId::Tai, t + 10_000 * (i as i64 + 1));
                 node.handle_packet(
                     now,
                     PortId(1),
                     bytes,
                     RxMeta {
-                        kernel_rx_ns: Some(now),
+                        kernel_rx: Some(now),
                     },
                 );
             }
             for now in [t, t + 10_000, t + 20_000, t + 30_000, t + 40_000] {
-                while let Some(tx) = node.poll_transmit(now) {
+                while let Some(tx) = node.poll_transmit(Instant::new(ClockId::Tai, now)) {
                     *sent += 1;
                     node.recycle(tx.buf);
                 }

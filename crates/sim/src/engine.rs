@@ -18,6 +18,7 @@ use lockstep_core::net::PortId;
 use lockstep_core::tdp::{
     Delivery, DropReason, Node, NodeEvent, PacketBuf, RxMeta, SlipOutcome, SlipReason,
 };
+use lockstep_core::{ClockId, Instant};
 use serde::Serialize;
 
 use crate::host::Host;
@@ -25,6 +26,12 @@ use crate::hostmodel::HostModel;
 use crate::link::LinkDir;
 use crate::queue::EventQueue;
 use crate::rng::Rng;
+
+/// The clock of every instant the simulator hands a state machine. Simulated time is
+/// one timeline of `i64` nanoseconds; each node reads it through its [`NodeClock`]
+/// (offset, drift) and the reading is an instant of this one clock, TAI, the clock
+/// the live nodes run on by default.
+pub const SIM_CLOCK: ClockId = ClockId::Tai;
 
 /// A node's clock against true (simulated) time: `local = t + offset + t·drift`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,6 +49,11 @@ impl NodeClock {
         let d = i128::from(t) * i128::from(self.drift_ppb) / 1_000_000_000;
         (i128::from(t) + d + i128::from(self.offset_ns)).clamp(i64::MIN as i128, i64::MAX as i128)
             as i64
+    }
+
+    /// What this clock reads at true time `t`, as an instant of [`SIM_CLOCK`].
+    pub fn instant(&self, t: i64) -> Instant {
+        Instant::new(SIM_CLOCK, self.local(t))
     }
 
     /// The true time at which this clock reads `local` (rounded up).
@@ -121,7 +133,7 @@ impl SimNode {
 
     fn poll_timeout(&self) -> Option<i64> {
         match &self.kind {
-            Kind::Router(n) => n.poll_timeout(),
+            Kind::Router(n) => n.poll_timeout().map(|t| t.ns),
             Kind::Host(h) => h.poll_timeout(),
         }
     }
@@ -207,7 +219,7 @@ impl Engine {
             match &mut n.kind {
                 Kind::Host(h) => {
                     if let Some((s, _)) = h.sender.as_mut() {
-                        s.start(n.clock.local(start));
+                        s.start(n.clock.instant(start));
                     }
                 }
                 Kind::Router(r) => r.set_events(true),
@@ -286,17 +298,17 @@ impl Engine {
         self.stats.wakeups += 1;
         let mut now = t;
         while let Some((port, buf, arrived)) = n.inbox.pop_front() {
-            let (local, krx) = (n.clock.local(now), n.clock.local(arrived));
+            let (local, krx) = (n.clock.instant(now), n.clock.instant(arrived));
             match &mut n.kind {
                 Kind::Router(node) => {
                     let rx = RxMeta {
-                        kernel_rx_ns: Some(krx),
+                        kernel_rx: Some(krx),
                     };
                     node.handle_buf(local, PortId(port), buf, rx);
                     drain_events(node, &mut n.events);
                 }
                 Kind::Host(h) => {
-                    if let Some(d) = h.handle_frame(local, krx, &buf) {
+                    if let Some(d) = h.handle_frame(local.ns, krx.ns, &buf) {
                         on_delivery(i, &d);
                     }
                 }
@@ -312,7 +324,7 @@ impl Engine {
     /// Timers due, then everything the node hands out, onto its links.
     fn act(&mut self, i: usize, now: i64) {
         let n = &mut self.nodes[i];
-        let local = n.clock.local(now);
+        let local = n.clock.instant(now);
         let out = &mut self.out;
         match &mut n.kind {
             Kind::Router(node) => {
@@ -338,7 +350,7 @@ impl Engine {
                 drain_events(node, &mut n.events);
             }
             Kind::Host(h) => {
-                h.handle_timeout(local, out);
+                h.handle_timeout(local.ns, out);
                 for buf in out.drain(..) {
                     let Some(port) = n.ports.first_mut() else {
                         continue;

@@ -2,6 +2,9 @@
 //! source/sink, modelled (UDP/IPv4/Ethernet framing, port demultiplexing); the
 //! application part is the core's state machine ([`Sender`], [`Receiver`]) or a
 //! constant-rate source.
+//!
+//! The host counts its own times (its clock's readings, the sources' periods) in
+//! `i64` nanoseconds and hands the state machines instants of [`SIM_CLOCK`].
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -12,6 +15,9 @@ use lockstep_core::wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, UdpPacket,
     UdpRepr, PROTO_UDP,
 };
+use lockstep_core::Instant;
+
+use crate::engine::SIM_CLOCK;
 
 /// TTL of the packets a host sends (Linux's default for UDP sockets).
 pub const HOST_TTL: u8 = 64;
@@ -62,12 +68,13 @@ pub struct Host {
 }
 
 impl Host {
-    /// The next instant the host wants to run (its clock).
+    /// The next instant the host wants to run (nanoseconds of its clock).
     pub fn poll_timeout(&self) -> Option<i64> {
         if self.stopped {
             return None;
         }
         let s = self.sender.as_ref().and_then(|(s, _)| s.poll_timeout());
+        let s = s.map(|t| t.ns);
         let c = self.sources.iter().map(|c| c.next_ns).min();
         let shaped = self
             .shaped
@@ -92,7 +99,8 @@ impl Host {
         };
         if let Some((r, p)) = self.receiver.as_mut() {
             if *p == port {
-                r.handle_packet(now, Some(kernel_rx), payload);
+                let at = |ns| Instant::new(SIM_CLOCK, ns);
+                r.handle_packet(at(now), Some(at(kernel_rx)), payload);
                 return r.poll_event();
             }
         }
@@ -109,9 +117,10 @@ impl Host {
             return;
         };
         if let Some((s, flows)) = self.sender.as_mut() {
-            if s.poll_timeout().is_some_and(|t| t <= now) {
-                s.handle_timeout(now);
-                while let Some(tx) = s.poll_transmit(now) {
+            let at = Instant::new(SIM_CLOCK, now);
+            if s.poll_timeout().is_some_and(|t| t <= at) {
+                s.handle_timeout(at);
+                while let Some(tx) = s.poll_transmit(at) {
                     if let Some(f) = flows.iter().find(|f| f.id == tx.flow) {
                         out.push(udp_frame(&iface, f.src, f.dst, tx.dscp, tx.payload));
                     }

@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::deps::PortId;
+use crate::time::Instant;
 
 /// Most events a node keeps waiting for [`Node::poll_event`](super::node::Node::poll_event).
 pub const EVENT_CAPACITY: usize = 65_536;
@@ -29,8 +30,8 @@ pub enum NodeEvent {
         port: PortId,
         /// The frame it missed (its forwarding frame).
         frame: i64,
-        /// The node's clock (`now_ns` of the call) when the node saw the slip.
-        at: i64,
+        /// The node's clock (`now` of the call) when the node saw the slip.
+        at: Instant,
         why: SlipReason,
         action: SlipOutcome,
         /// The probe the packet carries, if it is one.
@@ -45,8 +46,8 @@ pub enum NodeEvent {
         /// The input port for drops on reception, the output port for drops while
         /// waiting to leave (see [`DropReason`]).
         port: PortId,
-        /// The node's clock (`now_ns` of the call).
-        at: i64,
+        /// The node's clock (`now` of the call).
+        at: Instant,
         why: DropReason,
         /// The probe the packet carries, if it is one.
         probe: Option<ProbeTag>,
@@ -55,7 +56,7 @@ pub enum NodeEvent {
 
 impl NodeEvent {
     /// The instant (node clock) of the event.
-    pub fn at(&self) -> i64 {
+    pub fn at(&self) -> Instant {
         match *self {
             NodeEvent::Slip { at, .. } | NodeEvent::Drop { at, .. } => at,
         }

@@ -25,6 +25,12 @@
 //! A new schedule ([`Sender::set_schedule`]) takes over where the sender is: after
 //! the last frame it sent in, or from the time it woke late for a skipped one (from
 //! `now` when it had nothing left to send).
+//!
+//! Times cross the API as [`Instant`]s: the sender runs on the clock of the first
+//! one it is given (every later one must be of the same clock, checked in debug
+//! builds; before any, its timeouts are on `ClockId::default()`). Inside, in the
+//! probes it stamps and in its wake-up histogram they are `i64` nanoseconds of that
+//! clock; frame numbers are `i64` too.
 
 use std::collections::VecDeque;
 
@@ -34,6 +40,7 @@ use super::config::NodeConfig;
 use super::node::NodeConfigError;
 use super::sender::SenderSchedule;
 use crate::stats::Histogram;
+use crate::time::{Instant, LearnedClock};
 use crate::wire::{ProbePacket, ProbeRepr, WireError};
 
 /// One flow the sender sends.
@@ -69,11 +76,11 @@ pub struct SenderTransmit<'a> {
     pub seq: u64,
     pub frame: i64,
     /// Start of the frame (the probe's `t0`).
-    pub t0: i64,
+    pub t0: Instant,
     /// When the sender woke for the frame (`t_wake`).
-    pub t_wake: i64,
+    pub t_wake: Instant,
     /// The `now` it was handed out at (`t_send`).
-    pub t_send: i64,
+    pub t_send: Instant,
     /// The DSCP to send it with: the frame mark, or 0 when the sender does not mark.
     pub dscp: u8,
     /// The UDP payload (a probe packet with a valid checksum).
@@ -108,6 +115,8 @@ enum Resume {
 pub struct Sender {
     schedule: SenderSchedule,
     mark: bool,
+    /// The clock of the instants the sender is given.
+    clock_id: LearnedClock,
     flows: Vec<FlowTx>,
     resume: Resume,
     /// The next frame to send in and its start.
@@ -150,6 +159,7 @@ impl Sender {
         Ok(Sender {
             schedule,
             mark,
+            clock_id: LearnedClock::default(),
             flows: out,
             resume: Resume::AtOrAfter(0),
             next: None,
@@ -166,7 +176,8 @@ impl Sender {
     }
 
     /// Starts sending with the first frame starting at or after `now`.
-    pub fn start(&mut self, now: i64) {
+    pub fn start(&mut self, now: Instant) {
+        let now = self.clock_id.ns(now, "sender");
         self.resume_at(Resume::AtOrAfter(now));
     }
 
@@ -174,7 +185,8 @@ impl Sender {
     /// sender is (the frame after the last one it sent in, or the first at or after
     /// the time it woke for a skipped frame); from `now` when the old schedule had
     /// no frame left (or before [`Sender::start`]).
-    pub fn set_schedule(&mut self, schedule: SenderSchedule, now: i64) {
+    pub fn set_schedule(&mut self, schedule: SenderSchedule, now: Instant) {
+        let now = self.clock_id.ns(now, "sender");
         self.schedule = schedule;
         let resume = match self.next {
             Some(_) => self.resume,
@@ -193,8 +205,8 @@ impl Sender {
     }
 
     /// The start of the next frame with packets, whether or not every flow is done.
-    pub fn next_start(&self) -> Option<i64> {
-        self.next.map(|(_, start)| start)
+    pub fn next_start(&self) -> Option<Instant> {
+        self.next.map(|(_, start)| self.clock_id.at(start))
     }
 
     /// Every flow has sent its `count`.
@@ -204,15 +216,16 @@ impl Sender {
 
     /// The start of the next frame to send in; `None` when there is none (an empty
     /// schedule) or every flow is done.
-    pub fn poll_timeout(&self) -> Option<i64> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         if self.done() {
             return None;
         }
-        self.next.map(|(_, start)| start)
+        self.next.map(|(_, start)| self.clock_id.at(start))
     }
 
     /// The sender woke at `now` for the frame [`Sender::poll_timeout`] named.
-    pub fn handle_timeout(&mut self, now: i64) {
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock_id.ns(now, "sender");
         let Some((frame, t0)) = self.next else {
             return;
         };
@@ -244,7 +257,8 @@ impl Sender {
     }
 
     /// The next packet of the frame being sent, stamped with `t_send = now`.
-    pub fn poll_transmit(&mut self, now: i64) -> Option<SenderTransmit<'_>> {
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<SenderTransmit<'_>> {
+        let now = self.clock_id.ns(now, "sender");
         self.last = None;
         loop {
             let (fi, frame, t0, woke) = self.queue.pop_front()?;
@@ -267,9 +281,9 @@ impl Sender {
                 index: fi,
                 seq,
                 frame,
-                t0,
-                t_wake: woke,
-                t_send: now,
+                t0: self.clock_id.at(t0),
+                t_wake: self.clock_id.at(woke),
+                t_send: self.clock_id.at(now),
                 dscp,
                 payload: &f.buf,
             });

@@ -1,7 +1,12 @@
 //! The sans-IO TDP node of SPEC §2: an edge or core router (or, in FIFO mode, the
 //! plain router it is compared with) that moves Ethernet frames between ports. It
-//! never reads a clock or touches a socket: every call carries `now_ns` (the node's
-//! clock, SPEC §1) and transmissions come out of [`Node::poll_transmit`].
+//! never reads a clock or touches a socket: every call carries `now`, an [`Instant`]
+//! of the node's clock (SPEC §1), and transmissions come out of [`Node::poll_transmit`].
+//!
+//! The node runs on the clock of the first instant it is given; every later one
+//! (kernel receive times included) must be of the same clock (checked in debug
+//! builds). Inside, and in what it writes (the hop records of probes, counters),
+//! times are `i64` nanoseconds of that clock; frame numbers are `i64` too.
 //!
 //! # Driving it
 //!
@@ -16,8 +21,10 @@
 //!
 //! In TDP mode [`Node::poll_timeout`] is the next frame start: the node wants to run
 //! at every frame start to flush that frame's queue first, send padding and start
-//! best effort. Before the first call it returns `Some(i64::MIN)` ("now") so the
-//! driver starts it at once. In FIFO mode it is `None`: everything leaves at once.
+//! best effort. Before the first call it returns
+//! `Some(Instant::earliest(ClockId::default()))` ("now", due whatever the driver's
+//! clock: see [`Instant::is_earliest`]) so the driver starts it at once. In FIFO mode
+//! it is `None`: everything leaves at once.
 //!
 //! # Forwarding (TDP mode)
 //!
@@ -64,7 +71,7 @@
 //! ```
 //!
 //! - [`NodeEvent::Slip`], one per increment of a port's `slipped`: the reserved
-//!   packet's flow, output port, the frame it missed, when (`now_ns` of the call
+//!   packet's flow, output port, the frame it missed, when (`now` of the call
 //!   that saw it), why ([`SlipReason`]: `Late` on arrival, `TooEarly` /
 //!   `QueueFull` when its frame queue refused it, `MissedFrame` when still queued
 //!   or held at the end of its frame, `PastDeadline` when handed out after the send
@@ -103,6 +110,7 @@ use super::pool::{PacketBuf, Pool};
 use super::queues::{EnqueueError, FrameQueues};
 use super::schedule::{Entry, Link, PortSchedule, ScheduleError};
 use crate::frame::FrameClock;
+use crate::time::{Instant, LearnedClock};
 use crate::wire::probe::{HopKind, HopRecord, Packet as ProbePacket, MAGIC, NOT_FILLED};
 
 /// Smallest IP length Ethernet carries (a shorter datagram is padded to it).
@@ -115,8 +123,8 @@ const POOL_KEEP: usize = 8192;
 /// What the driver knows about a received frame besides its bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RxMeta {
-    /// Kernel RX timestamp (`SO_TIMESTAMPING`), same clock as `now_ns`.
-    pub kernel_rx_ns: Option<i64>,
+    /// Kernel RX timestamp (`SO_TIMESTAMPING`), same clock as `now`.
+    pub kernel_rx: Option<Instant>,
 }
 
 /// Why a packet leaves.
@@ -268,6 +276,8 @@ enum DscpAction {
 pub struct Node {
     config: NodeConfig,
     clock: FrameClock,
+    /// The clock of the instants the node is given.
+    clock_id: LearnedClock,
     k: u32,
     ports: Vec<PortState>,
     flows: Vec<FlowState>,
@@ -440,14 +450,20 @@ impl Node {
     /// A TDP node with nothing queued, held or to pad wants no timer either: the
     /// next packet brings its frame state up to date, so an idle node costs nothing
     /// per frame.
-    pub fn poll_timeout(&self) -> Option<i64> {
+    ///
+    /// Before the first call it is [`Instant::earliest`] of `ClockId::default()`: due
+    /// at once, whatever the driver's clock.
+    pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.tdp() {
             return None;
         }
         match self.current {
-            None => Some(i64::MIN),
+            None => Some(Instant::earliest(self.clock_id.id())),
             Some(_) if self.idle() => None,
-            Some(c) => self.clock.frame_start(c.saturating_add(1)),
+            Some(c) => self
+                .clock
+                .frame_start(c.saturating_add(1))
+                .map(|t| self.clock_id.at(t)),
         }
     }
 
@@ -460,23 +476,25 @@ impl Node {
                 .all(|p| p.padding.is_none() && p.queues.is_empty() && p.be.is_empty())
     }
 
-    /// Moves the node's frame state to `now_ns` (frame starts, slips, padding).
-    pub fn handle_timeout(&mut self, now_ns: i64) {
+    /// Moves the node's frame state to `now` (frame starts, slips, padding).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now_ns = self.clock_id.ns(now, "node");
         if self.tdp() {
             self.advance(now_ns);
         }
     }
 
     /// A frame received on `port`. The bytes are copied into a pooled buffer.
-    pub fn handle_packet(&mut self, now_ns: i64, port: PortId, frame: &[u8], rx: RxMeta) {
+    pub fn handle_packet(&mut self, now: Instant, port: PortId, frame: &[u8], rx: RxMeta) {
         let buf = self.pool.copy_of(frame);
-        self.handle_buf(now_ns, port, buf, rx);
+        self.handle_buf(now, port, buf, rx);
     }
 
     /// A frame received on `port`, handed over with its buffer (no copy: how a
     /// simulator passes frames between nodes). The buffer ends in this node's pool
     /// or in a [`Transmit`].
-    pub fn handle_buf(&mut self, now_ns: i64, port: PortId, buf: PacketBuf, rx: RxMeta) {
+    pub fn handle_buf(&mut self, now: Instant, port: PortId, buf: PacketBuf, rx: RxMeta) {
+        let now_ns = self.clock_id.ns(now, "node");
         let Some(pi) = self.port_index(port) else {
             self.counters.unknown_port += 1;
             self.drop_event(now_ns, port, None, &buf, DropReason::UnknownPort);
@@ -501,7 +519,9 @@ impl Node {
             flow: None,
             frame: 0,
             ip_len: 0,
-            rx_kernel_ns: rx.kernel_rx_ns.unwrap_or(NOT_FILLED),
+            rx_kernel_ns: rx
+                .kernel_rx
+                .map_or(NOT_FILLED, |k| self.clock_id.ns(k, "node")),
             rx_app_ns: now_ns,
         };
         if let Err((why, p)) = self.ingress(now_ns, pi, pending) {
@@ -530,8 +550,9 @@ impl Node {
         }
     }
 
-    /// The next frame to send, if one may leave at `now_ns`. Call until `None`.
-    pub fn poll_transmit(&mut self, now_ns: i64) -> Option<Transmit> {
+    /// The next frame to send, if one may leave at `now`. Call until `None`.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let now_ns = self.clock_id.ns(now, "node");
         if !self.forwards() {
             return None;
         }
@@ -837,7 +858,7 @@ impl Node {
             flow: p.flow.map(|fi| self.flows[fi].id),
             port: self.ports[out].id,
             frame: p.frame,
-            at: now,
+            at: self.clock_id.at(now),
             why,
             action,
             probe: probe_tag(p.buf.as_slice()),
@@ -860,7 +881,7 @@ impl Node {
         self.push_event(NodeEvent::Drop {
             flow: flow.map(|fi| self.flows[fi].id),
             port,
-            at: now,
+            at: self.clock_id.at(now),
             why,
             probe: probe_tag(buf.as_slice()),
         });
@@ -1569,6 +1590,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
     let has_rules = !rules.is_empty();
     Ok(Node {
         clock,
+        clock_id: LearnedClock::default(),
         k,
         ports,
         flows,

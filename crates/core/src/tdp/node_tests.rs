@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::tdp::config::*;
 use crate::tdp::sender::SenderSchedule;
-use crate::time::Duration;
+use crate::time::{ClockId, Duration, Instant};
 use crate::wire::probe::{parse_probe, ProbeRepr};
 
 // ----- frames -----------------------------------------------------------------
@@ -226,6 +226,11 @@ fn clock(k: u32) -> FrameClock {
 
 // ----- the harness ------------------------------------------------------------
 
+/// `ns` nanoseconds as an instant of the clock the tests run on (TAI).
+fn tai(ns: i64) -> Instant {
+    Instant::new(ClockId::Tai, ns)
+}
+
 #[derive(Debug)]
 struct Sent {
     t: i64,
@@ -281,7 +286,11 @@ impl Sim {
     fn run_until(&mut self, end: i64) {
         loop {
             let next_arrival = self.arrivals.peek().map(|a| a.0 .0);
-            let next_timeout = self.nodes.iter().filter_map(|n| n.poll_timeout()).min();
+            let next_timeout = self
+                .nodes
+                .iter()
+                .filter_map(|n| n.poll_timeout().map(|d| d.ns))
+                .min();
             let Some(t) = [next_arrival, next_timeout].into_iter().flatten().min() else {
                 break;
             };
@@ -293,21 +302,21 @@ impl Sim {
             while self.arrivals.peek().is_some_and(|a| a.0 .0 <= t) {
                 let Reverse((_, _, n, p, bytes)) = self.arrivals.pop().unwrap();
                 self.nodes[n].handle_packet(
-                    t,
+                    tai(t),
                     p,
                     &bytes,
                     RxMeta {
-                        kernel_rx_ns: Some(t - 1_000),
+                        kernel_rx: Some(tai(t - 1_000)),
                     },
                 );
             }
             for n in 0..self.nodes.len() {
-                if self.nodes[n].poll_timeout().is_some_and(|d| d <= t) {
-                    self.nodes[n].handle_timeout(t);
+                if self.nodes[n].poll_timeout().is_some_and(|d| d <= tai(t)) {
+                    self.nodes[n].handle_timeout(tai(t));
                 }
             }
             for n in 0..self.nodes.len() {
-                while let Some(tx) = self.nodes[n].poll_transmit(t) {
+                while let Some(tx) = self.nodes[n].poll_transmit(tai(t)) {
                     let sent = Sent {
                         t,
                         node: n,
@@ -558,21 +567,21 @@ fn a_packet_processed_late_keeps_the_frame_it_arrived_in() {
     let mut node = Node::new(cfg).unwrap();
     let arrived = c.frame_start(11).unwrap() + 30_000;
     let processed = c.frame_start(13).unwrap() + 10_000;
-    node.handle_timeout(processed);
+    node.handle_timeout(tai(processed));
     node.handle_packet(
-        processed,
+        tai(processed),
         PortId(1),
         &Udp::to(dst(), 5000).dscp(c.dscp(10)).sized(100, 1),
         RxMeta {
-            kernel_rx_ns: Some(arrived),
+            kernel_rx: Some(tai(arrived)),
         },
     );
     let mut sent = Vec::new();
     let mut t = processed;
     for _ in 0..10 {
-        t = node.poll_timeout().unwrap_or(t).max(t);
-        node.handle_timeout(t);
-        while let Some(tx) = node.poll_transmit(t) {
+        t = node.poll_timeout().map_or(t, |d| d.ns).max(t);
+        node.handle_timeout(tai(t));
+        while let Some(tx) = node.poll_transmit(tai(t)) {
             sent.push((tx.port, tx.frame));
             node.recycle(tx.buf);
         }
@@ -585,19 +594,19 @@ fn a_packet_processed_late_keeps_the_frame_it_arrived_in() {
     cfg.frame.k = 8;
     cfg.ports = vec![port(1, 1, Some(4)), port(2, 2, Some(4))];
     let mut node = Node::new(cfg).unwrap();
-    node.handle_timeout(processed);
+    node.handle_timeout(tai(processed));
     node.handle_packet(
-        processed,
+        tai(processed),
         PortId(1),
         &Udp::to(dst(), 5000).dscp(c.dscp(10)).sized(100, 1),
-        RxMeta { kernel_rx_ns: None },
+        RxMeta { kernel_rx: None },
     );
     let mut t = processed;
     let mut frames = Vec::new();
     for _ in 0..10 {
-        t = node.poll_timeout().unwrap_or(t).max(t);
-        node.handle_timeout(t);
-        while let Some(tx) = node.poll_transmit(t) {
+        t = node.poll_timeout().map_or(t, |d| d.ns).max(t);
+        node.handle_timeout(tai(t));
+        while let Some(tx) = node.poll_transmit(tai(t)) {
             frames.push(tx.frame);
             node.recycle(tx.buf);
         }
@@ -974,22 +983,22 @@ fn frame_slips_are_counted_per_flow_and_port() {
     let mut node = Node::new(config.clone()).unwrap();
     let pkt = |f: i64, tag: u32| Udp::to(dst(), 5001).dscp(c.dscp(f)).sized(100, tag);
     // frame 0 -> 2, on time
-    node.handle_packet(10, PortId(1), &pkt(0, 0), RxMeta::default());
+    node.handle_packet(tai(10), PortId(1), &pkt(0, 0), RxMeta::default());
     // frame 0 again, but processed in frame 2: too late (sent best effort)
-    node.handle_packet(2 * TF + 10, PortId(1), &pkt(0, 1), RxMeta::default());
-    let tx = node.poll_transmit(2 * TF + 10).unwrap();
+    node.handle_packet(tai(2 * TF + 10), PortId(1), &pkt(0, 1), RxMeta::default());
+    let tx = node.poll_transmit(tai(2 * TF + 10)).unwrap();
     assert_eq!(
         (tx.kind, tx.frame, tx.flow),
         (TxKind::Reserved, Some(2), Some(1))
     );
-    let tx = node.poll_transmit(2 * TF + 10).unwrap();
+    let tx = node.poll_transmit(tai(2 * TF + 10)).unwrap();
     assert_eq!(
         (tx.kind, tx.frame, tx.flow),
         (TxKind::BestEffort, None, Some(1))
     );
     // frame 2 -> 4, but nobody polls during frame 4: it misses its frame in the queue
-    node.handle_packet(3 * TF, PortId(1), &pkt(2, 2), RxMeta::default());
-    node.handle_timeout(5 * TF);
+    node.handle_packet(tai(3 * TF), PortId(1), &pkt(2, 2), RxMeta::default());
+    node.handle_timeout(tai(5 * TF));
     let cn = node.counters();
     assert_eq!((cn.flows[0].slipped, cn.ports[1].slipped), (2, 2));
     assert_eq!((cn.flows[0].late, cn.ports[1].late_tx), (0, 0));
@@ -998,12 +1007,12 @@ fn frame_slips_are_counted_per_flow_and_port() {
     config.on_slip = SlipAction::Drop;
     let mut node = Node::new(config).unwrap();
     node.handle_packet(
-        10,
+        tai(10),
         PortId(1),
         &Udp::to(dst(), 5001).dscp(c.dscp(0)).sized(100, 3),
         RxMeta::default(),
     );
-    let tx = node.poll_transmit(2 * TF + 95_000).unwrap();
+    let tx = node.poll_transmit(tai(2 * TF + 95_000)).unwrap();
     assert_eq!((tx.kind, tx.frame), (TxKind::Reserved, Some(2)));
     let cn = node.counters();
     assert_eq!(
@@ -1012,12 +1021,12 @@ fn frame_slips_are_counted_per_flow_and_port() {
     );
     // too late with on_slip = drop: dropped
     node.handle_packet(
-        3 * TF,
+        tai(3 * TF),
         PortId(1),
         &Udp::to(dst(), 5001).dscp(c.dscp(1)).sized(100, 4),
         RxMeta::default(),
     );
-    assert!(node.poll_transmit(3 * TF).is_none());
+    assert!(node.poll_transmit(tai(3 * TF)).is_none());
     assert_eq!(node.counters().ports[1].tx_dropped, 1);
 }
 
@@ -1033,7 +1042,7 @@ fn a_reserved_packet_that_finds_its_frame_full_is_a_slip() {
     let mut node = Node::new(config).unwrap();
     for tag in 0..3 {
         let pkt = Udp::to(dst(), 5001).dscp(c.dscp(0)).sized(500, tag);
-        node.handle_packet(10, PortId(1), &pkt, RxMeta::default());
+        node.handle_packet(tai(10), PortId(1), &pkt, RxMeta::default());
     }
     let cn = node.counters();
     assert_eq!(cn.queue_full, 1);
@@ -1046,7 +1055,7 @@ fn a_reserved_packet_that_finds_its_frame_full_is_a_slip() {
         (1, 1, 1)
     );
     let mut sent = Vec::new();
-    while let Some(tx) = node.poll_transmit(2 * TF + 10) {
+    while let Some(tx) = node.poll_transmit(tai(2 * TF + 10)) {
         sent.push((tx.kind, tx.frame));
     }
     assert_eq!(
@@ -1418,8 +1427,8 @@ fn config_round_trips_through_serde() {
     // a sender does not forward
     let mut node = Node::new(c).unwrap();
     assert_eq!(node.poll_timeout(), None);
-    node.handle_packet(0, PortId(1), &[0; 60], RxMeta::default());
-    assert!(node.poll_transmit(0).is_none());
+    node.handle_packet(tai(0), PortId(1), &[0; 60], RxMeta::default());
+    assert!(node.poll_transmit(tai(0)).is_none());
     let unknown =
         r#"{"name":"s","id":1,"role":"core","frame":{"tf":"1ms","k":4,"bogus":1},"ports":[]}"#;
     assert!(serde_json::from_str::<NodeConfig>(unknown).is_err());
@@ -1436,13 +1445,13 @@ fn the_pool_stops_allocating_in_a_steady_state() {
     let run = |node: &mut Node, from: i64, frames: i64| {
         for f in from..from + frames {
             let t = f * TF;
-            node.handle_timeout(t);
+            node.handle_timeout(tai(t));
             let bytes = Udp::to(dst(), 5000).dscp(c.dscp(f)).sized(200, f as u32);
-            node.handle_packet(t + 10_000, PortId(1), &bytes, RxMeta::default());
+            node.handle_packet(tai(t + 10_000), PortId(1), &bytes, RxMeta::default());
             let be = Udp::to(dst(), 1).sized(300, 0);
-            node.handle_packet(t + 20_000, PortId(1), &be, RxMeta::default());
+            node.handle_packet(tai(t + 20_000), PortId(1), &be, RxMeta::default());
             for now in [t, t + 10_000, t + 20_000] {
-                while let Some(tx) = node.poll_transmit(now) {
+                while let Some(tx) = node.poll_transmit(tai(now)) {
                     node.recycle(tx.buf);
                 }
             }
@@ -1457,20 +1466,51 @@ fn the_pool_stops_allocating_in_a_steady_state() {
 }
 
 #[test]
+fn the_node_runs_on_the_clock_of_the_first_instant_it_is_given() {
+    let mut node = Node::new(core_config()).unwrap();
+    // before any call: at once, on the default clock
+    assert_eq!(node.poll_timeout(), Some(Instant::earliest(ClockId::Tai)));
+    node.set_events(true);
+    let mono = |ns| Instant::new(ClockId::Monotonic, ns);
+    let c = clock(4);
+    let bytes = Udp::to(dst(), 5000).dscp(c.dscp(0)).sized(100, 1);
+    node.handle_packet(
+        mono(10),
+        PortId(1),
+        &bytes,
+        RxMeta {
+            kernel_rx: Some(mono(5)),
+        },
+    );
+    assert_eq!(node.poll_timeout(), Some(mono(TF)));
+    // a packet for nowhere: its drop event is on the node's clock too
+    node.handle_packet(
+        mono(20),
+        PortId(1),
+        &Udp::to(ip(192, 168, 0, 1), 1).frame(b"z"),
+        RxMeta::default(),
+    );
+    assert_eq!(node.poll_event().map(|e| e.at()), Some(mono(20)));
+    node.handle_timeout(mono(2 * TF));
+    let tx = node.poll_transmit(mono(2 * TF)).unwrap();
+    assert_eq!((tx.kind, tx.frame), (TxKind::Reserved, Some(2)));
+}
+
+#[test]
 fn a_clock_jump_skips_frames_without_walking_them() {
     let mut node = Node::new(core_config()).unwrap();
     let c = clock(4);
     node.handle_packet(
-        10,
+        tai(10),
         PortId(1),
         &Udp::to(dst(), 5000).dscp(c.dscp(0)).sized(100, 1),
         RxMeta::default(),
     );
-    node.handle_timeout(TF * 1_000_000_000);
+    node.handle_timeout(tai(TF * 1_000_000_000));
     assert_eq!(node.current_frame(), Some(1_000_000_000));
     assert_eq!(node.counters().ports[1].slipped, 1);
     assert_eq!(node.counters().frames, 1_000_000_001);
-    assert_eq!(node.poll_timeout(), Some(TF * 1_000_000_001));
+    assert_eq!(node.poll_timeout(), Some(tai(TF * 1_000_000_001)));
 }
 
 #[test]
@@ -1490,9 +1530,9 @@ fn extreme_instants_do_not_panic() {
             i64::MAX,
             i64::MIN + 1,
         ] {
-            node.handle_packet(now, PortId(1), &bytes, RxMeta::default());
-            node.handle_timeout(now);
-            while let Some(tx) = node.poll_transmit(now) {
+            node.handle_packet(tai(now), PortId(1), &bytes, RxMeta::default());
+            node.handle_timeout(tai(now));
+            while let Some(tx) = node.poll_transmit(tai(now)) {
                 node.recycle(tx.buf);
             }
             let _ = node.poll_timeout();
@@ -1524,11 +1564,11 @@ proptest! {
         }
         for (i, bytes) in [junk, valid].iter().enumerate() {
             let now = i as i64 * 150_000;
-            node.handle_packet(now, PortId(1), bytes, RxMeta::default());
-            node.handle_packet(now, PortId(2), bytes, RxMeta::default());
+            node.handle_packet(tai(now), PortId(1), bytes, RxMeta::default());
+            node.handle_packet(tai(now), PortId(2), bytes, RxMeta::default());
             for t in [now, now + TF, now + 5 * TF] {
-                node.handle_timeout(t);
-                while let Some(tx) = node.poll_transmit(t) {
+                node.handle_timeout(tai(t));
+                while let Some(tx) = node.poll_transmit(tai(t)) {
                     node.recycle(tx.buf);
                 }
             }
@@ -1556,36 +1596,36 @@ fn a_late_reserved_packet_is_one_slip_event() {
     node.set_events(true);
     let pkt = |f: i64, tag: u32| Udp::to(dst(), 5001).dscp(c.dscp(f)).sized(100, tag);
     // frame 0 -> 2, on time: no event
-    node.handle_packet(10, PortId(1), &pkt(0, 0), RxMeta::default());
+    node.handle_packet(tai(10), PortId(1), &pkt(0, 0), RxMeta::default());
     assert_eq!(node.poll_event(), None);
     // frame 0 again, processed in frame 2: late for frame 2
-    node.handle_packet(2 * TF + 10, PortId(1), &pkt(0, 1), RxMeta::default());
+    node.handle_packet(tai(2 * TF + 10), PortId(1), &pkt(0, 1), RxMeta::default());
     assert_eq!(
         events_of(&mut node),
         vec![NodeEvent::Slip {
             flow: Some(1),
             port: PortId(2),
             frame: 2,
-            at: 2 * TF + 10,
+            at: tai(2 * TF + 10),
             why: SlipReason::Late,
             action: SlipOutcome::BestEffort,
             probe: None,
         }]
     );
-    while let Some(tx) = node.poll_transmit(2 * TF + 10) {
+    while let Some(tx) = node.poll_transmit(tai(2 * TF + 10)) {
         node.recycle(tx.buf);
     }
     assert_eq!(node.poll_event(), None);
     // frame 2 -> 4, nobody polls during frame 4: it misses its frame in the queue
-    node.handle_packet(3 * TF, PortId(1), &pkt(2, 2), RxMeta::default());
-    node.handle_timeout(5 * TF + 7);
+    node.handle_packet(tai(3 * TF), PortId(1), &pkt(2, 2), RxMeta::default());
+    node.handle_timeout(tai(5 * TF + 7));
     assert_eq!(
         events_of(&mut node),
         vec![NodeEvent::Slip {
             flow: Some(1),
             port: PortId(2),
             frame: 4,
-            at: 5 * TF + 7,
+            at: tai(5 * TF + 7),
             why: SlipReason::MissedFrame,
             action: SlipOutcome::BestEffort,
             probe: None,
@@ -1608,12 +1648,12 @@ fn slips_after_the_deadline_and_dropped_slips_say_so() {
     let mut node = Node::new(config).unwrap();
     node.set_events(true);
     let pkt = |f: i64, tag: u32| Udp::to(dst(), 5001).dscp(c.dscp(f)).sized(100, tag);
-    node.handle_packet(10, PortId(1), &pkt(0, 0), RxMeta::default());
-    let tx = node.poll_transmit(2 * TF + 95_000).unwrap();
+    node.handle_packet(tai(10), PortId(1), &pkt(0, 0), RxMeta::default());
+    let tx = node.poll_transmit(tai(2 * TF + 95_000)).unwrap();
     assert_eq!((tx.kind, tx.frame), (TxKind::Reserved, Some(2)));
     node.recycle(tx.buf);
     // too late with on_slip = drop: one Slip event, no Drop event
-    node.handle_packet(3 * TF, PortId(1), &pkt(1, 1), RxMeta::default());
+    node.handle_packet(tai(3 * TF), PortId(1), &pkt(1, 1), RxMeta::default());
     assert_eq!(
         events_of(&mut node),
         vec![
@@ -1621,7 +1661,7 @@ fn slips_after_the_deadline_and_dropped_slips_say_so() {
                 flow: Some(1),
                 port: PortId(2),
                 frame: 2,
-                at: 2 * TF + 95_000,
+                at: tai(2 * TF + 95_000),
                 why: SlipReason::PastDeadline,
                 action: SlipOutcome::SentLate,
                 probe: None,
@@ -1630,7 +1670,7 @@ fn slips_after_the_deadline_and_dropped_slips_say_so() {
                 flow: Some(1),
                 port: PortId(2),
                 frame: 3,
-                at: 3 * TF,
+                at: tai(3 * TF),
                 why: SlipReason::Late,
                 action: SlipOutcome::Dropped,
                 probe: None,
@@ -1649,7 +1689,7 @@ fn a_full_frame_queue_is_a_queue_full_slip_event() {
     node.set_events(true);
     for tag in 0..3 {
         let pkt = Udp::to(dst(), 5001).dscp(c.dscp(0)).sized(500, tag);
-        node.handle_packet(10, PortId(1), &pkt, RxMeta::default());
+        node.handle_packet(tai(10), PortId(1), &pkt, RxMeta::default());
     }
     let got = events_of(&mut node);
     assert!(
@@ -1673,16 +1713,16 @@ fn drops_on_reception_are_drop_events_of_the_input_port() {
     node.set_events(true);
     // no route
     let far = Udp::to(ip(192, 168, 0, 1), 1).frame(b"z");
-    node.handle_packet(40_000, PortId(1), &far, RxMeta::default());
+    node.handle_packet(tai(40_000), PortId(1), &far, RxMeta::default());
     // TTL 1
     let ttl = Udp::to(dst(), 5000).ttl(1).frame(b"x");
-    node.handle_packet(41_000, PortId(1), &ttl, RxMeta::default());
+    node.handle_packet(tai(41_000), PortId(1), &ttl, RxMeta::default());
     // a port the node does not have
-    node.handle_packet(42_000, PortId(9), &ttl, RxMeta::default());
+    node.handle_packet(tai(42_000), PortId(9), &ttl, RxMeta::default());
     let drop = |port: u16, at: i64, why: DropReason| NodeEvent::Drop {
         flow: None,
         port: PortId(port),
-        at,
+        at: tai(at),
         why,
         probe: None,
     };
@@ -1705,13 +1745,13 @@ fn drops_on_reception_are_drop_events_of_the_input_port() {
     let mut payload = vec![0u8; 128];
     repr.emit_into(&mut payload).unwrap();
     let probe = Udp::to(ip(192, 168, 0, 1), 1).frame(&payload);
-    node.handle_packet(43_000, PortId(1), &probe, RxMeta::default());
+    node.handle_packet(tai(43_000), PortId(1), &probe, RxMeta::default());
     assert_eq!(
         events_of(&mut node),
         vec![NodeEvent::Drop {
             flow: None,
             port: PortId(1),
-            at: 43_000,
+            at: tai(43_000),
             why: DropReason::NoRoute,
             probe: Some(ProbeTag { flow: 3, seq: 9 }),
         }]
@@ -1726,7 +1766,7 @@ fn a_policed_edge_packet_is_a_drop_event_of_its_flow() {
     // five packets of flow 1 in frame 0: 3 fit in the next cycle, 2 are policed
     for i in 0..5 {
         edge.handle_packet(
-            10_000 + i64::from(i),
+            tai(10_000 + i64::from(i)),
             PortId(1),
             &host_packet(5001, i),
             RxMeta::default(),
@@ -1735,7 +1775,7 @@ fn a_policed_edge_packet_is_a_drop_event_of_its_flow() {
     let policed = |at: i64| NodeEvent::Drop {
         flow: Some(1),
         port: PortId(2),
-        at,
+        at: tai(at),
         why: DropReason::Policed,
         probe: None,
     };
@@ -1748,14 +1788,14 @@ fn events_are_off_by_default_and_when_turned_off() {
     let mut node = Node::new(core_config()).unwrap();
     assert!(!node.events_enabled());
     let far = Udp::to(ip(192, 168, 0, 1), 1).frame(b"z");
-    node.handle_packet(10, PortId(1), &far, RxMeta::default());
+    node.handle_packet(tai(10), PortId(1), &far, RxMeta::default());
     assert_eq!(node.poll_event(), None);
     assert_eq!(node.counters().no_route, 1);
     node.set_events(true);
-    node.handle_packet(20, PortId(1), &far, RxMeta::default());
+    node.handle_packet(tai(20), PortId(1), &far, RxMeta::default());
     node.set_events(false);
     assert_eq!(node.poll_event(), None);
-    node.handle_packet(30, PortId(1), &far, RxMeta::default());
+    node.handle_packet(tai(30), PortId(1), &far, RxMeta::default());
     assert_eq!(node.poll_event(), None);
     assert_eq!(node.counters().no_route, 3);
     assert_eq!(node.counters().events_lost, 0);
@@ -1767,18 +1807,18 @@ fn the_event_queue_is_bounded_and_counts_what_it_loses() {
     node.set_events(true);
     let far = Udp::to(ip(192, 168, 0, 1), 1).frame(b"z");
     for i in 0..EVENT_CAPACITY as i64 + 3 {
-        node.handle_packet(i, PortId(1), &far, RxMeta::default());
+        node.handle_packet(tai(i), PortId(1), &far, RxMeta::default());
     }
     assert_eq!(node.counters().events_lost, 3);
     assert_eq!(node.counters().no_route, EVENT_CAPACITY as u64 + 3);
     let got = events_of(&mut node);
     assert_eq!(got.len(), EVENT_CAPACITY);
     // the oldest are kept
-    assert_eq!(got[0].at(), 0);
-    assert_eq!(got[EVENT_CAPACITY - 1].at(), EVENT_CAPACITY as i64 - 1);
+    assert_eq!(got[0].at(), tai(0));
+    assert_eq!(got[EVENT_CAPACITY - 1].at(), tai(EVENT_CAPACITY as i64 - 1));
     // room again once drained
-    node.handle_packet(1 << 40, PortId(1), &far, RxMeta::default());
-    assert_eq!(node.poll_event().map(|e| e.at()), Some(1 << 40));
+    node.handle_packet(tai(1 << 40), PortId(1), &far, RxMeta::default());
+    assert_eq!(node.poll_event().map(|e| e.at()), Some(tai(1 << 40)));
     assert_eq!(node.counters().events_lost, 3);
     // and a counters file without lost events does not mention them
     let fresh = Node::new(core_config()).unwrap();
@@ -1943,11 +1983,11 @@ proptest! {
                             10 => bytes[12] = 0x86,     // not IPv4
                             _ => {}
                         }
-                        node.handle_packet(t, PortId(u16::from(port)), &bytes, RxMeta::default());
+                        node.handle_packet(tai(t), PortId(u16::from(port)), &bytes, RxMeta::default());
                     }
-                    None => node.handle_timeout(t),
+                    None => node.handle_timeout(tai(t)),
                 }
-                while let Some(tx) = node.poll_transmit(t) {
+                while let Some(tx) = node.poll_transmit(tai(t)) {
                     sent[n].push((tx.port, tx.kind, tx.frame, tx.flow, tx.buf.as_slice().to_vec()));
                     node.recycle(tx.buf);
                 }

@@ -5,10 +5,15 @@
 //! and the latency decomposition, [`crate::measure::decomp`]) and, when asked to
 //! keep records, hands every measured probe out as a typed [`Delivery`]
 //! ([`Receiver::poll_event`]) for the run's per-packet results.
+//!
+//! The times it is given are [`Instant`]s of one clock, the clock of the first
+//! (checked in debug builds). A [`Delivery`] is a record for the run's files: its
+//! times are `i64` nanoseconds of that clock, like the probe's own.
 
 use std::collections::VecDeque;
 
 use crate::measure::decomp::{Accounts, Outcome};
+use crate::time::{Instant, LearnedClock};
 use crate::wire::ProbeRepr;
 
 /// A probe packet that reached its receiver: the probe's own record (flow,
@@ -37,6 +42,8 @@ pub struct Receiver {
     accounts: Accounts,
     keep: bool,
     deliveries: VecDeque<Delivery>,
+    /// The clock of the instants the receiver is given.
+    clock_id: LearnedClock,
 }
 
 impl Receiver {
@@ -46,12 +53,20 @@ impl Receiver {
             accounts: Accounts::new(),
             keep: keep_records,
             deliveries: VecDeque::new(),
+            clock_id: LearnedClock::default(),
         }
     }
 
     /// One datagram's UDP payload, taken by the application at `now` (the
     /// kernel's receive time `kernel_rx` when known).
-    pub fn handle_packet(&mut self, now: i64, kernel_rx: Option<i64>, payload: &[u8]) -> Outcome {
+    pub fn handle_packet(
+        &mut self,
+        now: Instant,
+        kernel_rx: Option<Instant>,
+        payload: &[u8],
+    ) -> Outcome {
+        let now = self.clock_id.ns(now, "receiver");
+        let kernel_rx = kernel_rx.map(|k| self.clock_id.ns(k, "receiver"));
         let out = self.accounts.handle(now, kernel_rx, payload);
         if let (true, Outcome::Probe(p)) = (self.keep, &out) {
             self.deliveries.push_back(Delivery {
@@ -69,7 +84,7 @@ impl Receiver {
     }
 
     /// A receiver never needs a timer.
-    pub fn poll_timeout(&self) -> Option<i64> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         None
     }
 

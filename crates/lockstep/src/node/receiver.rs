@@ -18,13 +18,13 @@ use lockstep_core::measure::decomp::{FlowResult, RxCounters};
 use lockstep_core::stats::Summary;
 use lockstep_core::tdp::{Delivery, Receiver};
 use lockstep_core::wire::MAX_HOPS;
-use lockstep_core::{ClockId, Duration};
+use lockstep_core::{ClockId, Duration, Instant};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{RecvMode, TimestampConfig, UdpSocket};
 use lockstep_linux::{ClockMap, Waiter};
 use serde_json::{Map, Value};
 
-use super::{csv, to_node_clock, Ctx, Outcome, StopReason};
+use super::{csv, Ctx, Outcome, StopReason};
 use crate::report::human::fmt_ns;
 use crate::report::SampleWriter;
 use crate::EnvError;
@@ -202,14 +202,14 @@ impl Driver {
             mode,
             map,
         } = self;
-        let mut app_rx: Option<i64> = None;
+        let mut app_rx: Option<Instant> = None;
         let mut err = None;
         sock.recv_batch(buf, SLOT, *mode, |data, info| {
-            let app = *app_rx.get_or_insert_with(|| lockstep_linux::now(clock).ns);
+            let app = *app_rx.get_or_insert_with(|| lockstep_linux::now(clock));
             if info.truncated {
                 rx.accounts_mut().note_truncated();
             }
-            let kernel = info.kernel_rx.map(|k| to_node_clock(map, k));
+            let kernel = info.kernel_rx.map(|k| map.to_target(k.ns));
             rx.handle_packet(app, kernel, data);
             while let Some(d) = rx.poll_event() {
                 if let Some(w) = samples.as_mut() {
@@ -222,7 +222,7 @@ impl Driver {
         .context("receiving")?;
         match err {
             Some(e) => Err(e),
-            None => Ok(app_rx),
+            None => Ok(app_rx.map(|t| t.ns)),
         }
     }
 

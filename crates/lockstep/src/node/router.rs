@@ -80,7 +80,7 @@ use lockstep_core::wire::checksum::{fold, ones_complement_sum};
 use lockstep_core::wire::{
     EtherType, EthernetFrame, Ipv4Packet, ProbePacket, UdpPacket, MAGIC, PROTO_TCP, PROTO_UDP,
 };
-use lockstep_core::{ClockId, Duration};
+use lockstep_core::{ClockId, Duration, Instant};
 use lockstep_linux::packet::{PacketError, PacketSocket, BATCH_MAX};
 use lockstep_linux::poll::Poller;
 use lockstep_linux::signal::stop_requested;
@@ -510,12 +510,12 @@ fn open(ctx: &mut Ctx, now: i64) -> Result<Router> {
 impl Group {
     /// The frame loop (see the module docs), over every router.
     fn run(&mut self, start: i64, end: Option<i64>) -> Result<StopReason> {
-        let mut now = start;
+        let mut now = Instant::new(self.clock, start);
         loop {
             if stop_requested() {
                 return Ok(StopReason::Signal);
             }
-            if end.is_some_and(|e| now >= e) {
+            if end.is_some_and(|e| now.ns >= e) {
                 return Ok(StopReason::Duration);
             }
             for r in &mut self.routers {
@@ -524,12 +524,12 @@ impl Group {
                 if r.tx_ts {
                     r.drain_tx_timestamps(true)?;
                 }
-                if now >= r.next_remap {
+                if now.ns >= r.next_remap {
                     r.map = ClockMap::measure(r.clock);
-                    r.next_remap = now.saturating_add(REMAP_EVERY_NS);
+                    r.next_remap = now.ns.saturating_add(REMAP_EVERY_NS);
                 }
-                if r.watcher.is_some() && now >= r.next_table_check {
-                    r.next_table_check = now.saturating_add(TABLE_CHECK_NS);
+                if r.watcher.is_some() && now.ns >= r.next_table_check {
+                    r.next_table_check = now.ns.saturating_add(TABLE_CHECK_NS);
                     r.take_table();
                 }
             }
@@ -537,8 +537,9 @@ impl Group {
                 .routers
                 .iter()
                 .filter_map(|r| r.node.poll_timeout())
+                .map(|t| t.ns)
                 .min();
-            let mut deadline = now.saturating_add(HOUSEKEEPING_NS);
+            let mut deadline = now.ns.saturating_add(HOUSEKEEPING_NS);
             let mut precise = false;
             if let Some(t) = frame_start {
                 if t <= deadline {
@@ -558,11 +559,12 @@ impl Group {
 
     /// Receives and forwards until the clock reads `deadline`; returns that reading.
     /// `precise`: the deadline is a frame start (hybrid spins towards it).
-    fn run_until(&mut self, deadline: i64, precise: bool) -> Result<i64> {
+    fn run_until(&mut self, deadline: i64, precise: bool) -> Result<Instant> {
         loop {
-            let now = lockstep_linux::now(self.clock).ns;
+            let reading = lockstep_linux::now(self.clock);
+            let now = reading.ns;
             if now >= deadline || stop_requested() {
-                return Ok(now);
+                return Ok(reading);
             }
             let remaining = deadline - now;
             let block_for = match self.strategy {
@@ -629,8 +631,8 @@ impl Group {
 
 impl Router {
     #[inline]
-    fn now(&self) -> i64 {
-        lockstep_linux::now(self.clock).ns
+    fn now(&self) -> Instant {
+        lockstep_linux::now(self.clock)
     }
 
     /// A newer table from the controller, if one came: the node's flows are
@@ -663,14 +665,15 @@ impl Router {
         }
     }
 
-    /// Starts the frame(s) whose start has passed; records how late.
+    /// Starts the frame(s) whose start has passed; records how late. A node not
+    /// started yet is due at once ([`Instant::earliest`], whatever the clock).
     #[inline]
-    fn tick(&mut self, now: i64) {
+    fn tick(&mut self, now: Instant) {
         if let Some(t) = self.node.poll_timeout() {
-            if now >= t {
+            if t.is_earliest() || now >= t {
                 self.node.handle_timeout(now);
-                if t != i64::MIN {
-                    self.wakeup.record(now.saturating_sub(t));
+                if !t.is_earliest() {
+                    self.wakeup.record((now - t).as_nanos());
                 }
             }
         }
@@ -692,17 +695,17 @@ impl Router {
             let PortIo {
                 id, sock, rx, c, ..
             } = port;
-            let mut app: Option<i64> = None;
+            let mut app: Option<Instant> = None;
             let n = sock
                 .recv_batch(rx, SLOT, RecvMode::Poll, |data, meta| {
                     let now = *app.get_or_insert_with(|| {
-                        let now = lockstep_linux::now(*clock).ns;
+                        let now = lockstep_linux::now(*clock);
                         // a frame start that has passed comes first
                         if let Some(t) = node.poll_timeout() {
-                            if now >= t {
+                            if t.is_earliest() || now >= t {
                                 node.handle_timeout(now);
-                                if t != i64::MIN {
-                                    wakeup.record(now.saturating_sub(t));
+                                if !t.is_earliest() {
+                                    wakeup.record((now - t).as_nanos());
                                 }
                             }
                         }
@@ -717,7 +720,7 @@ impl Router {
                         c.vlan_stripped += 1;
                     }
                     let rx_meta = RxMeta {
-                        kernel_rx_ns: meta.kernel_rx.map(|k| to_node_clock(map, k)),
+                        kernel_rx: meta.kernel_rx.map(|k| map.to_target(k.ns)),
                     };
                     if meta.csum_not_ready {
                         scratch.clear();
@@ -740,7 +743,7 @@ impl Router {
     }
 
     /// Everything the node lets leave at `now`, in batches per port.
-    fn flush(&mut self, now: i64) -> Result<()> {
+    fn flush(&mut self, now: Instant) -> Result<()> {
         while let Some(tx) = self.node.poll_transmit(now) {
             let Some(pi) = self.ports.iter().position(|p| p.id == tx.port) else {
                 self.node.recycle(tx.buf);

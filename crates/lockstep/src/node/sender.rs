@@ -330,13 +330,13 @@ impl Driver {
     /// The frame loop, from `start` until a stop.
     fn run(&mut self, ctx: &mut Ctx, waiter: &Waiter, start: i64) -> Result<StopReason> {
         let end = ctx.end_for(start);
-        self.sender.start(start);
+        self.sender.start(Instant::new(ctx.clock, start));
         loop {
             let Some(t0) = self.sender.next_start() else {
                 // With a controller, an empty table waits for one.
                 match wait_for_table(ctx, waiter, end) {
                     Ok(s) => {
-                        self.sender.set_schedule(s, waiter.now().ns);
+                        self.sender.set_schedule(s, waiter.now());
                         continue;
                     }
                     Err(reason) => return Ok(reason),
@@ -345,13 +345,13 @@ impl Driver {
             if stop_requested() {
                 return Ok(StopReason::Signal);
             }
-            if end.is_some_and(|e| t0 >= e) {
+            if end.is_some_and(|e| t0.ns >= e) {
                 return Ok(StopReason::Duration);
             }
             if self.sender.done() {
                 return Ok(StopReason::Count);
             }
-            let woke = waiter.wait_until(Instant::new(ctx.clock, t0)).ns;
+            let woke = waiter.wait_until(t0);
             self.sender.handle_timeout(woke);
             self.send_frame(waiter)?;
             if self.tx_ts {
@@ -360,7 +360,7 @@ impl Driver {
             // Between two frames: a new table from the controller applies from the
             // next frame on.
             if let Some(s) = table_update(ctx) {
-                self.sender.set_schedule(s, waiter.now().ns);
+                self.sender.set_schedule(s, waiter.now());
             }
         }
     }
@@ -368,13 +368,13 @@ impl Driver {
     /// Sends every packet the sender hands out now, each stamped with the clock
     /// read right before it leaves.
     fn send_frame(&mut self, waiter: &Waiter) -> Result<()> {
-        while let Some(tx) = self.sender.poll_transmit(waiter.now().ns) {
+        while let Some(tx) = self.sender.poll_transmit(waiter.now()) {
             let sent = Sent {
                 seq: tx.seq,
                 frame: tx.frame,
-                t0: tx.t0,
-                t_wake: tx.t_wake,
-                t_send: tx.t_send,
+                t0: tx.t0.ns,
+                t_wake: tx.t_wake.ns,
+                t_send: tx.t_send.ns,
             };
             let Some(f) = self.flows.get_mut(tx.index) else {
                 continue;

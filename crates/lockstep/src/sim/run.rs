@@ -477,6 +477,7 @@ fn paper_table(name: &str, runs: &[(RunSpec, Vec<FlowLine>)]) -> Option<String> 
 mod tests {
     use lockstep_core::net::PortId;
     use lockstep_core::tdp::{DropReason, NodeEvent, SlipReason};
+    use lockstep_core::Instant;
 
     use super::*;
 
@@ -493,7 +494,7 @@ mod tests {
             flow: Some(1),
             port: PortId(1),
             frame: 7,
-            at: 0,
+            at: Instant::new(ClockId::Tai, 0),
             why,
             action,
             probe: None,
@@ -504,7 +505,7 @@ mod tests {
         NodeEvent::Drop {
             flow: None,
             port: PortId(0),
-            at: 0,
+            at: Instant::new(ClockId::Tai, 0),
             why,
             probe: None,
         }
