@@ -173,5 +173,9 @@ fn frames_and_modes_do_not_apply() {
         .expect("running lockstep sim run");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--tf and --modes do not apply"), "{stderr}");
+    assert!(
+        stderr.contains("--tf applies to TDP scenarios only")
+            && stderr.contains("is a shaped-switch scenario"),
+        "{stderr}"
+    );
 }
