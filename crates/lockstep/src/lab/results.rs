@@ -755,6 +755,7 @@ pub fn flow_inputs<'a>(
     slips: &BTreeMap<u32, u64>,
 ) -> Vec<FlowInput<'a>> {
     let kernel = plan.run.mode == super::scenario::RunMode::Kernel;
+    let ids: HashMap<&str, u32> = plan.nodes.iter().map(|n| (n.name.as_str(), n.id)).collect();
     plan.flows
         .iter()
         .map(|f| FlowInput {
@@ -770,7 +771,7 @@ pub fn flow_inputs<'a>(
                     .iter()
                     .skip(1)
                     .take(f.path.len().saturating_sub(2))
-                    .filter_map(|n| plan.node(n).map(|p| p.id))
+                    .filter_map(|n| ids.get(n.as_str()).copied())
                     .collect()
             },
         })
