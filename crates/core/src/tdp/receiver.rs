@@ -36,6 +36,8 @@ impl Delivery {
 pub struct Receiver {
     accounts: Accounts,
     keep: bool,
+    /// Per-flow statistics and decomposition (else only the intake counts).
+    per_flow: bool,
     deliveries: VecDeque<Delivery>,
 }
 
@@ -45,6 +47,20 @@ impl Receiver {
         Receiver {
             accounts: Accounts::new(),
             keep: keep_records,
+            per_flow: true,
+            deliveries: VecDeque::new(),
+        }
+    }
+
+    /// Hands every probe out through [`Receiver::poll_event`] and keeps no per-flow
+    /// statistics of its own (the intake counters only): for a driver that measures
+    /// the deliveries itself, like the simulator, where thousands of receivers would
+    /// otherwise each hold a full set of histograms per flow.
+    pub fn records_only() -> Receiver {
+        Receiver {
+            accounts: Accounts::new(),
+            keep: true,
+            per_flow: false,
             deliveries: VecDeque::new(),
         }
     }
@@ -52,7 +68,11 @@ impl Receiver {
     /// One datagram's UDP payload, taken by the application at `now` (the
     /// kernel's receive time `kernel_rx` when known).
     pub fn handle_packet(&mut self, now: i64, kernel_rx: Option<i64>, payload: &[u8]) -> Outcome {
-        let out = self.accounts.handle(now, kernel_rx, payload);
+        let out = if self.per_flow {
+            self.accounts.handle(now, kernel_rx, payload)
+        } else {
+            self.accounts.screen(payload)
+        };
         if let (true, Outcome::Probe(p)) = (self.keep, &out) {
             self.deliveries.push_back(Delivery {
                 probe: *p,
@@ -80,5 +100,39 @@ impl Receiver {
 
     pub fn accounts_mut(&mut self) -> &mut Accounts {
         &mut self.accounts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tdp::host::probe_buffer;
+
+    #[test]
+    fn records_only_hands_probes_out_without_per_flow_accounts() {
+        let probe = probe_buffer(7, 200).unwrap();
+        let mut full = Receiver::new(true);
+        let mut lean = Receiver::records_only();
+        for r in [&mut full, &mut lean] {
+            assert!(matches!(
+                r.handle_packet(1_000, Some(900), &probe),
+                Outcome::Probe(_)
+            ));
+            assert!(matches!(
+                r.handle_packet(2_000, None, b"not a probe"),
+                Outcome::Foreign
+            ));
+            let d = r.poll_event().unwrap();
+            assert_eq!(
+                (d.probe.flow_id, d.app_rx_ns, d.kernel_rx_ns),
+                (7, 1_000, Some(900))
+            );
+            assert_eq!(r.poll_event(), None);
+            let c = &r.accounts().counters().intake;
+            assert_eq!((c.datagrams, c.probes, c.foreign), (2, 1, 1));
+        }
+        let names = std::collections::BTreeMap::new();
+        assert_eq!(full.accounts().report(&names, "rx").len(), 1);
+        assert!(lean.accounts().report(&names, "rx").is_empty());
     }
 }
