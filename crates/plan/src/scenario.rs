@@ -1751,6 +1751,9 @@ impl Scenario {
         tf: Option<Duration>,
         modes: Option<Vec<RunMode>>,
     ) -> Result<Scenario, ScenarioError> {
+        // runs of the file's own (mode, TF) were planned when it was parsed
+        let checked: Vec<(RunMode, Duration)> =
+            self.runs().iter().map(|r| (r.mode, r.tf)).collect();
         if let Some(tf) = tf {
             if self.guard >= tf {
                 return Err(self.error_at(
@@ -1764,7 +1767,9 @@ impl Scenario {
             self.modes = m;
         }
         for run in self.runs() {
-            crate::plan::plan(&self, &run)?;
+            if !checked.contains(&(run.mode, run.tf)) {
+                crate::plan::plan(&self, &run)?;
+            }
         }
         Ok(self)
     }
