@@ -1236,13 +1236,13 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         let mut per_slot: BTreeMap<u32, u32> = BTreeMap::new();
         let mut max_size = 0;
         for (j, row) in f.rows.iter().enumerate() {
-            let rf = format!("flows[{i}].rows[{j}]");
+            let rf = || format!("flows[{i}].rows[{j}]");
             if row.packets == 0 {
-                return Err(cfg_err(format!("{rf}.packets"), "must be at least 1"));
+                return Err(cfg_err(format!("{}.packets", rf()), "must be at least 1"));
             }
             if row.size < 28 || row.size > 65_535 {
                 return Err(cfg_err(
-                    format!("{rf}.size"),
+                    format!("{}.size", rf()),
                     format!(
                         "{} bytes is not an IPv4/UDP packet size (28 to 65535)",
                         row.size
@@ -1256,7 +1256,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
             };
             schedules[out]
                 .add(row.slot, entry)
-                .map_err(|e| cfg_err(format!("{rf}.slot"), e.to_string()))?;
+                .map_err(|e| cfg_err(format!("{}.slot", rf()), e.to_string()))?;
             let needed_bits = schedules[out].row_bits(row.slot, &links[out]);
             if needed_bits > capacity {
                 let e = ScheduleError::RowOverflow {
@@ -1267,7 +1267,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
                     guard: fc.guard,
                     rate_bps: links[out].rate_bps,
                 };
-                return Err(cfg_err(rf, format!("row {} overflows: {e}", row.slot)));
+                return Err(cfg_err(rf(), format!("row {} overflows: {e}", row.slot)));
             }
             *per_slot.entry(row.slot).or_default() += row.packets;
             max_size = max_size.max(row.size);
