@@ -32,7 +32,11 @@ pub struct SimOutcome {
     pub run: RunSpec,
     pub collected: Collected,
     pub stats: EngineStats,
+    /// Wall time of the simulation itself (the event loop).
     pub wall_ns: i64,
+    /// Wall time to plan the run and to build the simulated network.
+    pub plan_ns: i64,
+    pub build_ns: i64,
     pub loads: Vec<LoadLine>,
 }
 
@@ -80,7 +84,9 @@ fn options(args: &SimRunArgs) -> Result<SimOptions> {
 
 pub fn run(args: SimRunArgs) -> Result<()> {
     check_kind(&args.scenario)?;
+    let loading = wall_ns();
     let s = crate::lab::load(&args.scenario, &args.overrides)?;
+    let load_ns = wall_ns() - loading;
     if s.modes.contains(&RunMode::Kernel) {
         return Err(UsageError(format!(
             "{}: scenario.modes: \"kernel\" (Linux forwarding) runs only in the lab; simulate with --modes fifo,tdp",
@@ -101,11 +107,15 @@ pub fn run(args: SimRunArgs) -> Result<()> {
     let runs = s.runs();
     let mut outcomes = Vec::new();
     for (i, run) in runs.iter().enumerate() {
+        let planning = wall_ns();
         let p = plan(&s, run).map_err(|e| UsageError(e.to_string()))?;
+        let plan_ns = wall_ns() - planning;
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
-        outcomes.push(simulate(&p, &opts, duration, &prefix, args.quiet)?);
+        let mut o = simulate(&p, &opts, duration, &prefix, args.quiet)?;
+        o.plan_ns = plan_ns;
+        outcomes.push(o);
     }
-    finish(&s, &args, &opts, &mut doc, &dir, &outcomes)
+    finish(&s, &args, &opts, &mut doc, &dir, &outcomes, load_ns)
 }
 
 fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration) -> Value {
@@ -143,7 +153,9 @@ pub fn simulate(
     prefix: &str,
     quiet: bool,
 ) -> Result<SimOutcome> {
+    let building = wall_ns();
     let mut e = lockstep_sim::engine(p, opts).map_err(|e| UsageError(e.to_string()))?;
+    let build_ns = wall_ns() - building;
     let ids = node_ids(p);
     let tx = TxJoin::default();
     let none = BTreeMap::new();
@@ -183,6 +195,8 @@ pub fn simulate(
         collected,
         stats: e.stats(),
         wall_ns: wall,
+        plan_ns: 0,
+        build_ns,
         loads: loads(p, &e),
     })
 }
@@ -246,6 +260,7 @@ fn finish(
     doc: &mut ResultDoc,
     dir: &Path,
     outcomes: &[SimOutcome],
+    load_ns: i64,
 ) -> Result<()> {
     let mut notes = vec![format!(
         "simulated (virtual time): host model {}, processing {} per packet, framing {} ({} bytes per frame beyond the IP packet), seed {}",
@@ -286,11 +301,15 @@ fn finish(
     if let Value::Object(m) = &mut v {
         m.insert(
             "performance".into(),
-            json!({"runs": perf, "peak_rss_bytes": lockstep_linux::rusage::peak_rss_bytes()}),
+            json!({
+                "load_ns": load_ns,
+                "runs": perf,
+                "peak_rss_bytes": lockstep_linux::rusage::peak_rss_bytes(),
+            }),
         );
     }
     let text = serde_json::to_string_pretty(&v)?;
-    let table = human(s, dir, outcomes);
+    let table = human(s, dir, outcomes, load_ns);
     finish_lab_run(dir, &text, &report, &table, args.json)
 }
 
@@ -311,6 +330,8 @@ fn perf_json(o: &SimOutcome) -> Value {
     let secs = o.wall_ns.max(1) as f64 / 1e9;
     json!({
         "label": o.run.label,
+        "plan_ns": o.plan_ns,
+        "build_ns": o.build_ns,
         "wall_ns": o.wall_ns,
         "events": o.stats.events,
         "packet_hops": o.stats.packet_hops,
@@ -320,7 +341,7 @@ fn perf_json(o: &SimOutcome) -> Value {
     })
 }
 
-fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome]) -> String {
+fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome], load_ns: i64) -> String {
     let mut out = String::from("simulated (virtual time)\n");
     for o in outcomes.iter().filter(|o| !o.collected.lines.is_empty()) {
         out.push_str(&tables::run_table(&o.run, &o.collected.lines));
@@ -336,15 +357,22 @@ fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome]) -> String {
         out.push_str(&t);
         out.push('\n');
     }
+    let secs = |ns: i64| ns.max(1) as f64 / 1e9;
+    out.push_str(&format!(
+        "scenario read and checked in {:.2}s wall\n",
+        secs(load_ns)
+    ));
     for o in outcomes {
-        let secs = o.wall_ns.max(1) as f64 / 1e9;
+        let wall = secs(o.wall_ns);
         out.push_str(&format!(
-            "{}: {} events, {} packet-hops in {secs:.2}s wall ({:.2} M events/s, {:.2} M packet-hops/s)\n",
+            "{}: planned in {:.2}s, built in {:.2}s; {} events, {} packet-hops in {wall:.2}s wall ({:.2} M events/s, {:.2} M packet-hops/s)\n",
             o.run.label,
+            secs(o.plan_ns),
+            secs(o.build_ns),
             o.stats.events,
             o.stats.packet_hops,
-            o.stats.events as f64 / secs / 1e6,
-            o.stats.packet_hops as f64 / secs / 1e6,
+            o.stats.events as f64 / wall / 1e6,
+            o.stats.packet_hops as f64 / wall / 1e6,
         ));
     }
     out.push_str(&format!(
