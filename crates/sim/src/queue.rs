@@ -65,6 +65,11 @@ impl<E> EventQueue<E> {
         self.heap.pop().map(|i| (i.at, i.event))
     }
 
+    /// When the earliest event is due.
+    pub fn next_at(&self) -> Option<i64> {
+        self.heap.peek().map(|i| i.at)
+    }
+
     pub fn len(&self) -> usize {
         self.heap.len()
     }
