@@ -211,6 +211,9 @@ pub struct Node {
     clock: FrameClock,
     k: u32,
     ports: Vec<PortState>,
+    /// The ports' addresses, in port order (what is local, without touching every
+    /// port's state for each packet).
+    addrs: Vec<Ipv4Addr>,
     flows: Vec<FlowState>,
     flow_by_id: HashMap<u32, usize>,
     routes: RouteTable,
@@ -348,6 +351,11 @@ impl Node {
     }
 
     fn port_index(&self, id: PortId) -> Option<usize> {
+        // ports are usually numbered in order: look there before searching
+        let i = usize::from(id.0);
+        if self.ports.get(i).is_some_and(|p| p.id == id) {
+            return Some(i);
+        }
         self.ports.iter().position(|p| p.id == id)
     }
 
@@ -536,7 +544,7 @@ impl Node {
                 self.counters.resyncs += resynced;
             }
         }
-        if self.ports.iter().any(|port| port.addr == parsed.dst) {
+        if self.addrs.contains(&parsed.dst) {
             if parsed.proto == PROTO_UDP && parsed.udp_dst == Some(DISCARD_PORT) {
                 return Err((InDrop::Padding, p));
             }
@@ -1387,6 +1395,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
     Ok(Node {
         clock,
         k,
+        addrs: ports.iter().map(|p| p.addr).collect(),
         ports,
         flows,
         flow_by_id,
