@@ -19,7 +19,7 @@ use crate::lab::results::{
 };
 use crate::lab::{method, rtservice, shaped, tables};
 use crate::report::html::LabReport;
-use crate::report::{finish_lab_run, ResultDoc};
+use crate::report::{finish_lab_run_streamed, ResultDoc};
 use crate::UsageError;
 
 /// Simulated time after the traffic ends for what is in flight to arrive.
@@ -37,6 +37,8 @@ pub struct SimOutcome {
     /// Wall time to plan the run and to build the simulated network.
     pub plan_ns: i64,
     pub build_ns: i64,
+    /// The process's peak resident memory when the simulation ended.
+    pub peak_rss_bytes: Option<u64>,
     pub loads: Vec<LoadLine>,
 }
 
@@ -115,7 +117,7 @@ pub fn run(args: SimRunArgs) -> Result<()> {
         o.plan_ns = plan_ns;
         outcomes.push(o);
     }
-    finish(&s, &args, &opts, &mut doc, &dir, &outcomes, load_ns)
+    finish(&s, &args, &opts, &mut doc, &dir, outcomes, load_ns)
 }
 
 fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration) -> Value {
@@ -177,6 +179,7 @@ pub fn simulate(
     e.stop_sources();
     e.run_until(end.saturating_add(DRAIN_NS), &mut |_, d| meter.add(d));
     let wall = wall_ns() - started;
+    let peak_rss_bytes = lockstep_linux::rusage::peak_rss_bytes();
     let measured: BTreeMap<u32, _> = inputs.iter().map(|f| f.id).zip(meter.finish()).collect();
     let routers: Vec<lockstep_core::tdp::NodeCounters> =
         routers_named(&e).map(|(_, c)| c.clone()).collect();
@@ -197,6 +200,7 @@ pub fn simulate(
         wall_ns: wall,
         plan_ns: 0,
         build_ns,
+        peak_rss_bytes,
         loads: loads(p, &e),
     })
 }
@@ -259,7 +263,7 @@ fn finish(
     opts: &SimOptions,
     doc: &mut ResultDoc,
     dir: &Path,
-    outcomes: &[SimOutcome],
+    outcomes: Vec<SimOutcome>,
     load_ns: i64,
 ) -> Result<()> {
     let mut notes = vec![format!(
@@ -273,7 +277,7 @@ fn finish(
     if !s.description.is_empty() {
         notes.push(s.description.clone());
     }
-    for o in outcomes {
+    for o in &outcomes {
         for l in &o.loads {
             notes.push(format!(
                 "{}: load {}: sent {}, delivered {}",
@@ -281,24 +285,25 @@ fn finish(
             ));
         }
     }
+    let table = human(s, dir, &outcomes, load_ns);
+    doc.insert("runs", outcomes.iter().map(run_json).collect::<Vec<_>>());
+    let perf: Vec<Value> = outcomes.iter().map(perf_json).collect();
     let report = LabReport {
         title: format!("lockstep sim: {} (simulated)", s.name),
         scenario: s.name.clone(),
         generated_at: doc.started_at.clone(),
         command: doc.command.clone(),
         host: serde_json::to_value(&doc.host).unwrap_or(Value::Null),
-        runs: outcomes
-            .iter()
-            .map(|o| o.collected.report.clone())
-            .collect(),
+        runs: outcomes.into_iter().map(|o| o.collected.report).collect(),
         notes,
     };
     doc.insert("report", &report);
-    doc.insert("runs", outcomes.iter().map(run_json).collect::<Vec<_>>());
-    let perf: Vec<Value> = outcomes.iter().map(perf_json).collect();
-    // wall-clock figures stay out of `results`, which a seed fixes byte for byte
+    // the document without copying its results (the bulk of it)
+    let results = std::mem::take(&mut doc.results);
     let mut v = serde_json::to_value(&*doc)?;
     if let Value::Object(m) = &mut v {
+        m.insert("results".into(), Value::Object(results));
+        // wall-clock figures stay out of `results`, which a seed fixes byte for byte
         m.insert(
             "performance".into(),
             json!({
@@ -308,9 +313,7 @@ fn finish(
             }),
         );
     }
-    let text = serde_json::to_string_pretty(&v)?;
-    let table = human(s, dir, outcomes, load_ns);
-    finish_lab_run(dir, &text, &report, &table, args.json)
+    finish_lab_run_streamed(dir, &v, report, &table, args.json)
 }
 
 fn run_json(o: &SimOutcome) -> Value {
@@ -338,6 +341,7 @@ fn perf_json(o: &SimOutcome) -> Value {
         "events_per_s": o.stats.events as f64 / secs,
         "packet_hops_per_s": o.stats.packet_hops as f64 / secs,
         "peak_events_queued": o.stats.peak_events,
+        "peak_rss_bytes_simulated": o.peak_rss_bytes,
     })
 }
 
