@@ -214,7 +214,7 @@ impl Engine {
         let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
         if n.wake_at.is_none_or(|w| at < w) {
             n.wake_at = Some(at);
-            if at == t && self.queue.next_at().is_none_or(|next| next > t) {
+            if at == t && !self.queue.any_due_by(t) {
                 // A wake-up now with nothing else due at this instant: queued, it
                 // would be the very next event, so it runs at once (and counts as
                 // the event it stands for).
