@@ -110,8 +110,6 @@ pub fn read_tx(
 /// A point of a series: (time since the first, value).
 type Point = (i64, i64);
 
-/// A hop record as read: node id, kernel RX, application RX, application TX.
-
 /// Points of an inter-arrival series kept per time bucket: the lowest and the
 /// highest, so spikes survive. Only buckets that got a point are held (in time
 /// order), so a flow with few packets costs little however long the run.
