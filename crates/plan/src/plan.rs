@@ -5,15 +5,19 @@
 //!
 //! # Addresses
 //! Link `i` (in file order) gets `10.0.<i+1>.0/24` unless it names its `addresses`;
-//! its first end is `.1`, its second `.2`. MACs are `02:4c:53:<link hi>:<link lo>:<end+1>`
-//! (`4c:53` = "LS"). The interface towards node `peer` is called `to-<peer>`.
+//! its first end is `.1`, its second `.2`. Beyond 255 links the `n`-th automatic
+//! subnet is `10.<n / 256>.<n % 256>.0/24`; automatic subnets skip those that overlap
+//! given ones. MACs are `02:4c:53:<link hi>:<link lo>:<end+1>` (`4c:53` = "LS"). The
+//! interface towards node `peer` is called `to-<peer>`.
 //!
 //! # Routes
 //! Each router reaches every link subnet by a shortest path through routers (ties go
 //! to the link written first). A reserved flow's receiver also gets a host route
 //! (`/32`) along the flow's own path at every router it crosses, so flows may take
 //! longer paths than the shortest one; two flows to one receiver must agree at every
-//! router they share, since IP routes go by destination.
+//! router they share, since IP routes go by destination. With `routing = "flows"`
+//! the shortest-path routes are left out: routers get only the flows' host routes
+//! (and reach their own links directly).
 //!
 //! # Schedules
 //! A flow's packet sent by its sender in frame `s` crosses link `j` of its path in
@@ -43,7 +47,7 @@ use lockstep_core::{ClockId, Duration};
 use crate::nodefile::{LiveConfig, LiveFlow, NodeFile};
 
 use crate::scenario::{
-    fmt_bit_rate, FlowRate, FlowSpec, LoadProto, LoadTool, RunMode, RunSpec, Scenario,
+    fmt_bit_rate, FlowRate, FlowSpec, LoadProto, LoadTool, Routing, RunMode, RunSpec, Scenario,
     ScenarioError, Sources, IP_UDP_HEADERS, SENDER_TTL,
 };
 
@@ -236,7 +240,7 @@ fn addr_on(s: &Scenario, l: usize, n: usize) -> Ipv4Addr {
 
 /// The only link of a host.
 fn host_link(s: &Scenario, n: usize) -> Option<usize> {
-    s.links.iter().position(|l| l.end_of(n).is_some())
+    s.links_of(n).first().copied()
 }
 
 /// The address a flow is received on.
@@ -261,49 +265,14 @@ type RouteMap = BTreeMap<Prefix, (usize, usize)>;
 /// Per router: (destination, arrival TTL) → link to leave on (and the next node).
 type TtlRouteMap = BTreeMap<(Prefix, u8), (usize, usize)>;
 
-/// Shortest-path routes to every link subnet, then the flows' host routes (keyed
-/// by TTL too where a flow meets a router more than once).
+/// Shortest-path routes to every link subnet (unless `routing = "flows"`), then the
+/// flows' host routes (keyed by TTL too where a flow meets a router more than once).
 fn routes(s: &Scenario) -> Result<(Vec<RouteMap>, Vec<TtlRouteMap>), ScenarioError> {
     let n = s.nodes.len();
     let mut by_ttl: Vec<TtlRouteMap> = vec![BTreeMap::new(); n];
     let mut out: Vec<RouteMap> = vec![BTreeMap::new(); n];
-    for r in 0..n {
-        if !s.nodes[r].is_router() {
-            continue;
-        }
-        // BFS through routers: (distance, first link) of every node reached.
-        let mut first: Vec<Option<(u32, usize)>> = vec![None; n];
-        first[r] = Some((0, usize::MAX));
-        let mut queue = VecDeque::from([r]);
-        while let Some(u) = queue.pop_front() {
-            let Some((du, fu)) = first[u] else { continue };
-            for (li, l) in s.links.iter().enumerate() {
-                let Some(v) = l.other(u) else { continue };
-                if first[v].is_some() {
-                    continue;
-                }
-                let f = if u == r { li } else { fu };
-                first[v] = Some((du + 1, f));
-                if s.nodes[v].is_router() {
-                    queue.push_back(v);
-                }
-            }
-        }
-        for l in &s.links {
-            if l.end_of(r).is_some() {
-                continue; // connected
-            }
-            let best = l
-                .ends
-                .iter()
-                .filter_map(|&e| first[e])
-                .min_by_key(|&(d, f)| (d, f));
-            if let Some((_, f)) = best {
-                if let Some(next) = s.links[f].other(r) {
-                    out[r].insert(l.subnet(), (f, next));
-                }
-            }
-        }
+    if s.routing == Routing::Shortest {
+        shortest_routes(s, &mut out);
     }
     // Host routes along each flow's path, where it leaves the shortest one; a
     // router a looping flow meets several times routes it on its arrival TTL.
@@ -344,16 +313,68 @@ fn routes(s: &Scenario) -> Result<(Vec<RouteMap>, Vec<TtlRouteMap>), ScenarioErr
         if s.links[link].end_of(next).is_some() && s.nodes[next].role == Role::Receiver {
             continue; // connected
         }
-        let via_subnet = out[r]
-            .iter()
-            .filter(|(p, _)| p.contains(dst.addr))
-            .max_by_key(|(p, _)| p.len)
-            .map(|(_, &v)| v);
+        let via_subnet = longest_match(&out[r], dst.addr);
         if via_subnet != Some((link, next)) {
             out[r].insert(dst, (link, next));
         }
     }
     Ok((out, by_ttl))
+}
+
+/// Every router's route to every link subnet it is not on: a shortest path through
+/// routers, ties going to the link written first.
+fn shortest_routes(s: &Scenario, out: &mut [RouteMap]) {
+    let n = s.nodes.len();
+    // BFS through routers: (distance, first link) of every node reached.
+    let mut first: Vec<Option<(u32, usize)>> = vec![None; n];
+    let mut queue = VecDeque::new();
+    for r in 0..n {
+        if !s.nodes[r].is_router() {
+            continue;
+        }
+        first.fill(None);
+        first[r] = Some((0, usize::MAX));
+        queue.clear();
+        queue.push_back(r);
+        while let Some(u) = queue.pop_front() {
+            let Some((du, fu)) = first[u] else { continue };
+            for &li in s.links_of(u) {
+                let Some(v) = s.links[li].other(u) else {
+                    continue;
+                };
+                if first[v].is_some() {
+                    continue;
+                }
+                let f = if u == r { li } else { fu };
+                first[v] = Some((du + 1, f));
+                if s.nodes[v].is_router() {
+                    queue.push_back(v);
+                }
+            }
+        }
+        for l in &s.links {
+            if l.end_of(r).is_some() {
+                continue; // connected
+            }
+            let best = l
+                .ends
+                .iter()
+                .filter_map(|&e| first[e])
+                .min_by_key(|&(d, f)| (d, f));
+            if let Some((_, f)) = best {
+                if let Some(next) = s.links[f].other(r) {
+                    out[r].insert(l.subnet(), (f, next));
+                }
+            }
+        }
+    }
+}
+
+/// The route a router's table has for `addr`: its longest prefix containing it.
+fn longest_match(routes: &RouteMap, addr: Ipv4Addr) -> Option<(usize, usize)> {
+    (0..=32u8)
+        .rev()
+        .find_map(|len| routes.get(&Prefix::truncating(addr, len)).copied())
 }
 
 /// Reserved frames per cycle of a flow at `tf`.
@@ -569,14 +590,52 @@ pub fn schedule_starts(s: &Scenario, tf: Duration) -> Result<Vec<Vec<u32>>, Scen
     Ok(all)
 }
 
-/// Whether some flow crosses link `l` leaving node `from`.
-fn carries_reserved(s: &Scenario, l: usize, from: usize) -> bool {
-    s.flows.iter().any(|f| {
-        f.links
-            .iter()
-            .zip(&f.path)
-            .any(|(&fl, &n)| fl == l && n == from)
-    })
+/// Which flows each node sends, receives and forwards.
+struct FlowIndex {
+    /// Per node: the flows it sends, in file order.
+    sends: Vec<Vec<usize>>,
+    /// Per node: the flows it receives, in file order.
+    receives: Vec<Vec<usize>>,
+    /// Per node: (flow, the node's first position in the flow's path), in file order.
+    crosses: Vec<Vec<(usize, usize)>>,
+    /// Per link: whether some flow crosses it leaving each end (`ends` order).
+    carries: Vec<[bool; 2]>,
+}
+
+impl FlowIndex {
+    fn new(s: &Scenario) -> FlowIndex {
+        let n = s.nodes.len();
+        let mut ix = FlowIndex {
+            sends: vec![Vec::new(); n],
+            receives: vec![Vec::new(); n],
+            crosses: vec![Vec::new(); n],
+            carries: vec![[false; 2]; s.links.len()],
+        };
+        for (fi, f) in s.flows.iter().enumerate() {
+            if f.path.is_empty() {
+                continue;
+            }
+            ix.sends[f.sender()].push(fi);
+            ix.receives[f.receiver()].push(fi);
+            for (j, &node) in f.path.iter().enumerate() {
+                let seen = ix.crosses[node].last().is_some_and(|&(g, _)| g == fi);
+                if !seen {
+                    ix.crosses[node].push((fi, j));
+                }
+            }
+            for (&l, &from) in f.links.iter().zip(&f.path) {
+                if let Some(e) = s.links[l].end_of(from) {
+                    ix.carries[l][e] = true;
+                }
+            }
+        }
+        ix
+    }
+
+    /// Whether some flow crosses link `l` leaving node `from`.
+    fn carries_reserved(&self, s: &Scenario, l: usize, from: usize) -> bool {
+        s.links[l].end_of(from).is_some_and(|e| self.carries[l][e])
+    }
 }
 
 /// Linux routes on the destination only: a flow that goes round a ring cannot be
@@ -604,6 +663,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
     let (routes, ttl_routes) = routes(s)?;
     let (starts, _) = schedule(s, run.tf)?;
     let is_host = |n: usize| !s.nodes[n].is_router();
+    let index = FlowIndex::new(s);
 
     let mut flows = Vec::new();
     for (f, st) in s.flows.iter().zip(&starts) {
@@ -646,7 +706,8 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
     let mut nodes = Vec::new();
     for (ni, spec) in s.nodes.iter().enumerate() {
         let mut ifaces = Vec::new();
-        for (li, l) in s.links.iter().enumerate() {
+        for &li in s.links_of(ni) {
+            let l = &s.links[li];
             let Some(end) = l.end_of(ni) else { continue };
             let peer = l.ends[1 - end];
             ifaces.push(IfacePlan {
@@ -713,10 +774,8 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
         let mut mark = None;
         match spec.role {
             Role::Sender => {
-                for (f, fp) in s.flows.iter().zip(&flows) {
-                    if f.sender() != ni {
-                        continue;
-                    }
+                for &fi in &index.sends[ni] {
+                    let (f, fp) = (&s.flows[fi], &flows[fi]);
                     node_flows.push(FlowConfig {
                         id: f.id,
                         rule: None,
@@ -760,7 +819,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                 }
             }
             Role::Receiver => {
-                for f in s.flows.iter().filter(|f| f.receiver() == ni) {
+                for f in index.receives[ni].iter().map(|&fi| &s.flows[fi]) {
                     node_flows.push(FlowConfig {
                         id: f.id,
                         rule: None,
@@ -776,10 +835,8 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                 }
             }
             Role::Edge | Role::Core => {
-                for (f, fp) in s.flows.iter().zip(&flows) {
-                    let Some(j) = f.path.iter().position(|&n| n == ni) else {
-                        continue;
-                    };
+                for &(fi, j) in &index.crosses[ni] {
+                    let (f, fp) = (&s.flows[fi], &flows[fi]);
                     let Some(&out_link) = f.links.get(j) else {
                         continue;
                     };
@@ -841,7 +898,8 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                         // Padding keeps a neighbour's frame tracker in step, so
                         // only where reserved packets go to a router; a host would
                         // answer it with ICMP.
-                        padding: if router && (is_host(i.peer) || !carries_reserved(s, i.link, ni))
+                        padding: if router
+                            && (is_host(i.peer) || !index.carries_reserved(s, i.link, ni))
                         {
                             Some(false)
                         } else {
@@ -918,11 +976,12 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                     priority: spec.priority.or(s.priority),
                     flows: live_flows,
                     samples: bind.is_some(),
+                    // the nodes its flows' packets cross (hop records name them)
                     names: if spec.role == Role::Receiver {
-                        s.nodes
+                        index.receives[ni]
                             .iter()
-                            .enumerate()
-                            .map(|(i, n)| ((i + 1).to_string(), n.name.clone()))
+                            .flat_map(|&fi| &s.flows[fi].path)
+                            .map(|&i| ((i + 1).to_string(), s.nodes[i].name.clone()))
                             .collect()
                     } else {
                         BTreeMap::new()

@@ -575,3 +575,87 @@ fn flows_to_one_receiver_must_agree_on_routes() {
         "t.toml:62:8: flow[1].path: flow \"short\" leaves r1 towards r3 but flow \"long\" (line 55) to the same receiver leaves it towards r2: routes go by destination, so flows to one receiver must agree at every router they share"
     );
 }
+
+#[test]
+fn flows_routing_gives_routers_only_the_flows_host_routes() {
+    let text = MESH4.replacen("[scenario]\n", "[scenario]\nrouting = \"flows\"\n", 1);
+    let s = parse(&text);
+    assert_eq!(s.routing, crate::scenario::Routing::Flows);
+    let p = run(&s, RunMode::Tdp);
+    // r3 has host routes only, one per pass of a flow through it (on the pass's
+    // TTL): f1234, f234, f341 on to r4, f123 back to r1 over the diagonal, and f341
+    // out to its receiver on its last pass; no subnet routes
+    let r3 = routes(&p, "r3");
+    assert_eq!(r3.len(), 21);
+    let mut kinds = r3.clone();
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [
+            "10.0.8.2/32 1 via 10.0.3.2",
+            "10.0.10.2/32 2 via 10.0.5.1",
+            "10.0.12.2/32 1 via 10.0.3.2",
+            "10.0.14.2/32 4 via 10.0.14.2",
+            "10.0.14.2/32 1 via 10.0.3.2"
+        ]
+    );
+    // every router on a flow's path has a host route to its receiver out of the next
+    // link, unless the receiver is on that link
+    for (f, fs) in p.flows.iter().zip(&s.flows) {
+        for (j, name) in f.path.iter().enumerate().skip(1) {
+            let next = &f.path[j + 1];
+            if j + 2 == f.path.len() {
+                break;
+            }
+            let node = p.node(name).unwrap();
+            let port = node
+                .ifaces
+                .iter()
+                .position(|i| i.link == fs.links[j])
+                .unwrap();
+            let want = format!(
+                "{}/32 {port} via {}",
+                f.dst.ip(),
+                p.node(next)
+                    .unwrap()
+                    .ifaces
+                    .iter()
+                    .find(|i| i.link == fs.links[j])
+                    .unwrap()
+                    .addr
+            );
+            assert!(routes(&p, name).contains(&want), "{name}: {want}");
+        }
+    }
+    for r in ["r1", "r2", "r3", "r4"] {
+        assert!(routes(&p, r).iter().all(|r| r.contains("/32 ")), "{r}");
+    }
+    // the rest of the plan is the same as with shortest-path routes
+    let shortest = run(&parse(MESH4), RunMode::Tdp);
+    assert_eq!(p.flows, shortest.flows);
+    for (a, b) in p.nodes.iter().zip(&shortest.nodes) {
+        assert_eq!(a.ifaces, b.ifaces);
+        let (Some(a), Some(b)) = (&a.config, &b.config) else {
+            continue;
+        };
+        assert_eq!(a.node.flows, b.node.flows);
+        assert_eq!(a.node.ports, b.node.ports);
+    }
+}
+
+#[test]
+fn many_links_get_distinct_addresses_and_macs() {
+    let s = parse(&crate::scenario::tests::star(299, ""));
+    let p = run(&s, RunMode::Tdp);
+    let r = p.node("r").unwrap();
+    assert_eq!(r.ifaces.len(), 300);
+    let addrs: std::collections::HashSet<Ipv4Addr> = r.ifaces.iter().map(|i| i.addr).collect();
+    let macs: std::collections::HashSet<EthernetAddress> = r.ifaces.iter().map(|i| i.mac).collect();
+    assert_eq!((addrs.len(), macs.len()), (300, 300));
+    // the last link, the 300th automatic subnet: 10.1.44.0/24
+    assert_eq!(
+        ifaces(&p, "h298"),
+        ["to-r 02:4c:53:01:2b:02 10.1.44.2/24 -> 10.1.44.1 02:4c:53:01:2b:01"]
+    );
+    assert_eq!(p.node("h298").unwrap().ifaces[0].link, 299);
+}

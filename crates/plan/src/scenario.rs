@@ -15,7 +15,11 @@
 //! # that fraction of their reservation), strategy = "sleep" | "hybrid" |
 //! # "spin", priority = 50 (SCHED_FIFO), tx_timestamps = false, padding = false,
 //! # on_slip = "drop" | "best_effort", routers = "one-process" (default: every router
-//! # in one process, a thread per CPU) | "one-thread" | "per-node"
+//! # in one process, a thread per CPU) | "one-thread" | "per-node", routing =
+//! # "shortest" (default: every router has a shortest-path route to every link
+//! # subnet, plus the flows' host routes) | "flows" (routers know only their own
+//! # links and each flow's receiver along the flow's path: for networks of
+//! # thousands of routers; no [[load]] then)
 //!
 //! [[node]]
 //! name = "tx"
@@ -26,7 +30,9 @@
 //! rate = "100Mbit/s"
 //! shape = true               # tc tbf on both ends, so the veth behaves like the rate
 //! # optional: d = 3 (immediate forwarding delay where this link delivers),
-//! # addresses = ["10.9.0.1/24", "10.9.0.2/24"] (default 10.0.<n>.1 and .2)
+//! # addresses = ["10.9.0.1/24", "10.9.0.2/24"] (default: the n-th link without
+//! # addresses gets 10.0.<n>.1 and .2 for n up to 255, then 10.<n / 256>.<n % 256>.1
+//! # and .2, skipping subnets that overlap given ones)
 //!
 //! [[flow]]
 //! name = "video"
@@ -51,7 +57,7 @@
 //! error is a [`ScenarioError`] that names the file, the line and the field, so a
 //! mistake is found before anything is built.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::ops::Range;
@@ -257,6 +263,7 @@ struct RawScenario {
     source_load: Option<Spanned<f64>>,
     #[serde(default)]
     source_drift: Option<Spanned<String>>,
+    routing: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -452,6 +459,18 @@ pub enum RouterLayout {
     PerNode,
 }
 
+/// Which routes the routers get (`scenario.routing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// A shortest-path route to every link subnet, through routers (the default),
+    /// plus host routes where a flow's path leaves the shortest one.
+    Shortest,
+    /// Only a host route to each flow's receiver at every router on the flow's path
+    /// (a router reaches its own links without routes): no all-pairs search, so a
+    /// network of thousands of routers plans in moments. Loads need `Shortest`.
+    Flows,
+}
+
 /// A place in the file, for errors found after parsing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Loc {
@@ -641,6 +660,7 @@ pub struct Scenario {
     pub on_slip: SlipAction,
     /// How the routers of a run are run.
     pub routers: RouterLayout,
+    pub routing: Routing,
     pub nodes: Vec<NodeSpec>,
     pub links: Vec<LinkSpec>,
     pub flows: Vec<FlowSpec>,
@@ -648,6 +668,8 @@ pub struct Scenario {
     pub tf_loc: Loc,
     pub k_loc: Loc,
     pub d_loc: Loc,
+    /// Per node: its links, in file order.
+    node_links: Vec<Vec<usize>>,
 }
 
 /// Parses a bit rate: `100Mbit/s`, `1Gbit/s`, `512kbit/s`, `100Mbps`, `1e9bit/s` is
@@ -1039,6 +1061,20 @@ impl Scenario {
                 }
             },
         };
+        let routing = match &sc.routing {
+            None => Routing::Shortest,
+            Some(v) => match v.get_ref().as_str() {
+                "shortest" => Routing::Shortest,
+                "flows" => Routing::Flows,
+                other => {
+                    return Err(c.err(
+                        v,
+                        "scenario.routing",
+                        format!("expected shortest or flows, got \"{other}\""),
+                    ))
+                }
+            },
+        };
         let strategy = match &sc.strategy {
             None => WaitStrategy::Sleep,
             Some(s) => s
@@ -1179,6 +1215,8 @@ impl Scenario {
         let mut links: Vec<LinkSpec> = Vec::new();
         let mut explicit: Vec<Option<([Ipv4Addr; 2], u8)>> = Vec::new();
         let mut taken: HashMap<Ipv4Addr, String> = HashMap::new();
+        // (lower node, higher node) → link
+        let mut link_index: HashMap<(usize, usize), usize> = HashMap::new();
         for (i, l) in raw_links.iter().enumerate() {
             let l = l.get_ref();
             let f = |x: &str| format!("link[{i}].{x}");
@@ -1199,10 +1237,7 @@ impl Scenario {
                     "a link joins two different nodes",
                 ));
             }
-            if let Some(j) = links
-                .iter()
-                .position(|o| o.end_of(a).is_some() && o.end_of(b).is_some())
-            {
+            if let Some(&j) = link_index.get(&(a.min(b), a.max(b))) {
                 let (line, _) = src.line_col(links[j].loc.span.start);
                 return Err(c.err(
                     &l.between,
@@ -1293,6 +1328,7 @@ impl Scenario {
                 addrs = Some((parsed, len));
             }
             explicit.push(addrs);
+            link_index.insert((a.min(b), a.max(b)), links.len());
             links.push(LinkSpec {
                 ends: [a, b],
                 rate_bps,
@@ -1305,12 +1341,13 @@ impl Scenario {
                 rate_loc: Loc::new(&l.rate, f("rate")),
             });
         }
-        // Explicit subnets must not overlap; the others get 10.0.<n>.0/24.
-        let mut subnets: Vec<(Prefix, usize)> = Vec::new();
+        // Explicit subnets must not overlap; the others get 10.0.<n>.0/24, then
+        // 10.<n / 256>.<n % 256>.0/24.
+        let mut subnets = Subnets::default();
         for (i, e) in explicit.iter().enumerate() {
             if let Some((ips, len)) = e {
                 let p = Prefix::truncating(ips[0], *len);
-                if let Some((q, j)) = subnets.iter().find(|(q, _)| overlaps(p, *q)) {
+                if let Some((q, j)) = subnets.first_overlap(p) {
                     let l = &raw_links[i];
                     let span = l
                         .get_ref()
@@ -1324,7 +1361,7 @@ impl Scenario {
                         format!("subnet {p} overlaps {q} of link[{j}]: routes would be ambiguous"),
                     ));
                 }
-                subnets.push((p, i));
+                subnets.insert(p, i);
                 links[i].addrs = *ips;
                 links[i].prefix_len = *len;
             }
@@ -1335,28 +1372,34 @@ impl Scenario {
                 continue;
             }
             loop {
-                if next_net > 255 {
+                if next_net > AUTO_SUBNETS {
                     return Err(src.error(
                         &links[i].loc.span,
                         format!("link[{i}]"),
-                        "more than 255 links need automatic addresses",
+                        format!("more than {AUTO_SUBNETS} links need automatic addresses"),
                     ));
                 }
-                let p = Prefix::truncating(Ipv4Addr::new(10, 0, next_net as u8, 0), 24);
+                let p = auto_subnet(next_net);
                 next_net += 1;
-                if subnets.iter().any(|(q, _)| overlaps(p, *q)) {
+                if subnets.first_overlap(p).is_some() {
                     continue;
                 }
                 let base = u32::from(p.addr);
                 links[i].addrs = [Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2)];
                 links[i].prefix_len = 24;
-                subnets.push((p, i));
                 break;
+            }
+        }
+        // Each node's links, in file order.
+        let mut node_links: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (li, l) in links.iter().enumerate() {
+            for &e in &l.ends {
+                node_links[e].push(li);
             }
         }
         // Hosts have exactly one link; routers at least one.
         for (n, spec) in nodes.iter().enumerate() {
-            let count = links.iter().filter(|l| l.end_of(n).is_some()).count();
+            let count = node_links[n].len();
             let span = spec.loc.span.clone();
             let field = spec.loc.field.clone();
             if !spec.is_router() && count != 1 {
@@ -1378,11 +1421,7 @@ impl Scenario {
                 ));
             }
         }
-        let link_between = |a: usize, b: usize| {
-            links
-                .iter()
-                .position(|l| l.end_of(a).is_some() && l.end_of(b).is_some())
-        };
+        let link_between = |a: usize, b: usize| link_index.get(&(a.min(b), a.max(b))).copied();
 
         // [[flow]]
         let mut flows: Vec<FlowSpec> = Vec::new();
@@ -1666,7 +1705,7 @@ impl Scenario {
             if from == to {
                 return Err(c.err(&ld.to, &f("to"), "load goes from one host to another"));
             }
-            if !connected(&nodes, &links, from, to) {
+            if !connected(&nodes, &links, &node_links, from, to) {
                 return Err(c.err(
                     &ld.to,
                     &f("to"),
@@ -1674,6 +1713,13 @@ impl Scenario {
                         "\"{}\" and \"{}\" are not connected through routers",
                         nodes[from].name, nodes[to].name
                     ),
+                ));
+            }
+            if routing == Routing::Flows {
+                return Err(c.err(
+                    &ld.to,
+                    &f("to"),
+                    "with routing = \"flows\" the routers know only the flows' receivers: a load needs routing = \"shortest\"",
                 ));
             }
             let tool = match ld.tool.as_ref().map(|t| t.get_ref().as_str()) {
@@ -1792,6 +1838,7 @@ impl Scenario {
             padding: sc.padding.unwrap_or(true),
             on_slip,
             routers,
+            routing,
             nodes,
             links,
             flows,
@@ -1799,12 +1846,18 @@ impl Scenario {
             tf_loc,
             k_loc,
             d_loc,
+            node_links,
         };
         // Everything that depends on the time-frame: schedules, delays, routes.
         for run in scenario.runs() {
             crate::plan::plan(&scenario, &run)?;
         }
         Ok(scenario)
+    }
+
+    /// The links of node `n`, in file order.
+    pub fn links_of(&self, n: usize) -> &[usize] {
+        self.node_links.get(n).map_or(&[], Vec::as_slice)
     }
 
     /// An error at a remembered place.
@@ -1834,6 +1887,9 @@ impl Scenario {
         tf: Option<Duration>,
         modes: Option<Vec<RunMode>>,
     ) -> Result<Scenario, ScenarioError> {
+        // runs of the file's own (mode, TF) were planned when it was parsed
+        let checked: Vec<(RunMode, Duration)> =
+            self.runs().iter().map(|r| (r.mode, r.tf)).collect();
         if let Some(tf) = tf {
             if self.guard >= tf {
                 return Err(self.error_at(
@@ -1847,7 +1903,9 @@ impl Scenario {
             self.modes = m;
         }
         for run in self.runs() {
-            crate::plan::plan(&self, &run)?;
+            if !checked.contains(&(run.mode, run.tf)) {
+                crate::plan::plan(&self, &run)?;
+            }
         }
         Ok(self)
     }
@@ -1898,21 +1956,70 @@ fn overlaps(a: Prefix, b: Prefix) -> bool {
 }
 
 /// Whether `a` reaches `b` with only routers in between.
-fn connected(nodes: &[NodeSpec], links: &[LinkSpec], a: usize, b: usize) -> bool {
-    let mut seen = HashSet::from([a]);
+fn connected(
+    nodes: &[NodeSpec],
+    links: &[LinkSpec],
+    node_links: &[Vec<usize>],
+    a: usize,
+    b: usize,
+) -> bool {
+    let mut seen = vec![false; nodes.len()];
+    seen[a] = true;
     let mut queue = VecDeque::from([a]);
     while let Some(n) = queue.pop_front() {
-        for l in links.iter().filter(|l| l.end_of(n).is_some()) {
-            let Some(m) = l.other(n) else { continue };
+        for &l in &node_links[n] {
+            let Some(m) = links[l].other(n) else { continue };
             if m == b {
                 return true;
             }
-            if nodes[m].is_router() && seen.insert(m) {
+            if nodes[m].is_router() && !seen[m] {
+                seen[m] = true;
                 queue.push_back(m);
             }
         }
     }
     false
+}
+
+/// Automatic /24 subnets: `10.0.1.0/24` to `10.255.255.0/24`.
+const AUTO_SUBNETS: u32 = 0xffff;
+
+/// The `n`-th automatic subnet (1-based): `10.0.<n>.0/24` up to 255, then
+/// `10.<n / 256>.<n % 256>.0/24`.
+fn auto_subnet(n: u32) -> Prefix {
+    Prefix::truncating(Ipv4Addr::from(0x0a00_0000 | (n << 8)), 24)
+}
+
+/// The explicitly addressed subnets (which never overlap each other), for overlap
+/// checks without comparing every pair.
+#[derive(Default)]
+struct Subnets {
+    /// Network address → (subnet, link).
+    by_addr: BTreeMap<u32, (Prefix, usize)>,
+    /// Prefix lengths in use.
+    lens: BTreeSet<u8>,
+}
+
+impl Subnets {
+    fn insert(&mut self, p: Prefix, link: usize) {
+        self.by_addr.insert(p.network(), (p, link));
+        self.lens.insert(p.len);
+    }
+
+    /// The subnet of the first link (in file order) that overlaps `p`. A subnet
+    /// overlaps `p` if its network address lies in `p` or if it contains `p`'s.
+    fn first_overlap(&self, p: Prefix) -> Option<(Prefix, usize)> {
+        let start = p.network();
+        let end = start | !p.mask();
+        let inside = self.by_addr.range(start..=end).map(|(_, &v)| v);
+        let around = self
+            .lens
+            .range(..p.len)
+            .filter_map(|&len| self.by_addr.get(&Prefix::truncating(p.addr, len).network()))
+            .copied()
+            .filter(|&(q, _)| overlaps(p, q));
+        inside.chain(around).min_by_key(|&(_, j)| j)
+    }
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ fn unknown_keys_name_the_table_and_key() {
     );
     assert_eq!(
         err(&edit("k = 4", "k = 4\nbogus = 1")),
-        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `source_load`, `source_drift`"
+        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `source_load`, `source_drift`, `routing`"
     );
     assert_eq!(
         err(&edit("[[flow]]", "[[flows]]")),
@@ -449,4 +449,135 @@ fn loops_errors_say_what_a_ring_is() {
         err(&ring("loops = 2\nd = [1, 1, 1, 1, 1]")),
         "t.toml:39:5: flow[0].d: a looping flow meets its routers several times: give d as one number"
     );
+}
+
+#[test]
+fn routing_is_shortest_or_flows() {
+    assert_eq!(
+        Scenario::parse("t.toml", BASE).unwrap().routing,
+        Routing::Shortest
+    );
+    for (text, want) in [("shortest", Routing::Shortest), ("flows", Routing::Flows)] {
+        let s = Scenario::parse(
+            "t.toml",
+            &edit("d = 1", &format!("d = 1\nrouting = \"{text}\"")),
+        )
+        .unwrap();
+        assert_eq!(s.routing, want);
+    }
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nrouting = \"ospf\"")),
+        "t.toml:6:11: scenario.routing: expected shortest or flows, got \"ospf\""
+    );
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nrouting = 3")),
+        "t.toml:6:11: scenario.routing: invalid type: integer `3`, expected a string"
+    );
+    // a load needs routes to every host
+    let flows_load = format!(
+        "{}\n[[load]]\nfrom = \"tx\"\nto = \"rx\"\nrate = \"1Mbit/s\"\n",
+        edit("d = 1", "d = 1\nrouting = \"flows\"")
+    );
+    assert_eq!(
+        err(&flows_load),
+        "t.toml:35:6: load[0].to: with routing = \"flows\" the routers know only the flows' receivers: a load needs routing = \"shortest\""
+    );
+}
+
+/// One router `r` with a sender and `hosts` receivers, a flow to the first one;
+/// `first_link` is added to the first link's table.
+pub(crate) fn star(hosts: usize, first_link: &str) -> String {
+    let mut s = String::from("[scenario]\nname = \"star\"\ntf = \"1ms\"\nk = 4\n\n[[node]]\nname = \"r\"\nrole = \"edge\"\n\n[[node]]\nname = \"tx\"\nrole = \"sender\"\n");
+    for h in 0..hosts {
+        s.push_str(&format!(
+            "\n[[node]]\nname = \"h{h}\"\nrole = \"receiver\"\n"
+        ));
+    }
+    s.push_str(&format!(
+        "\n[[link]]\nbetween = [\"tx\", \"r\"]\nrate = \"100Mbit/s\"\n{first_link}\n"
+    ));
+    for h in 0..hosts {
+        s.push_str(&format!(
+            "\n[[link]]\nbetween = [\"r\", \"h{h}\"]\nrate = \"100Mbit/s\"\n"
+        ));
+    }
+    s.push_str("\n[[flow]]\nname = \"f\"\npath = [\"tx\", \"r\", \"h0\"]\nsize = \"200B\"\n");
+    s
+}
+
+#[test]
+fn automatic_addresses_go_on_beyond_255_links() {
+    let s = Scenario::parse("t.toml", &star(299, "")).unwrap();
+    assert_eq!(s.links.len(), 300);
+    let first = |l: usize| s.links[l].addrs;
+    // the first 255 as always: 10.0.<n>.0/24
+    assert_eq!(
+        first(0),
+        [Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 2)]
+    );
+    assert_eq!(first(254)[0], Ipv4Addr::new(10, 0, 255, 1));
+    // then 10.<n / 256>.<n % 256>.0/24
+    assert_eq!(
+        first(255),
+        [Ipv4Addr::new(10, 1, 0, 1), Ipv4Addr::new(10, 1, 0, 2)]
+    );
+    assert_eq!(first(299)[1], Ipv4Addr::new(10, 1, 44, 2));
+    let subnets: std::collections::HashSet<Prefix> = s.links.iter().map(LinkSpec::subnet).collect();
+    assert_eq!(subnets.len(), 300);
+    assert!(s.links.iter().all(|l| l.prefix_len == 24));
+    assert_eq!(s.links_of(0).len(), 300);
+    assert_eq!(s.links_of(2), [1]);
+
+    // automatic subnets step over a given one that covers many of them
+    let s = Scenario::parse(
+        "t.toml",
+        &star(299, "addresses = [\"10.1.0.1/16\", \"10.1.0.2/16\"]"),
+    )
+    .unwrap();
+    assert_eq!(s.links[0].subnet().to_string(), "10.1.0.0/16");
+    assert_eq!(s.links[1].addrs[0], Ipv4Addr::new(10, 0, 1, 1));
+    assert_eq!(s.links[255].addrs[0], Ipv4Addr::new(10, 0, 255, 1));
+    assert_eq!(s.links[256].addrs[0], Ipv4Addr::new(10, 2, 0, 1));
+    assert_eq!(s.links[299].addrs[0], Ipv4Addr::new(10, 2, 43, 1));
+}
+
+#[test]
+fn given_subnets_must_not_contain_each_other() {
+    let with = |a: &str, b: &str| {
+        edit(
+            "between = [\"tx\", \"r1\"]\nrate = \"100Mbit/s\"",
+            &format!("between = [\"tx\", \"r1\"]\nrate = \"100Mbit/s\"\naddresses = {a}"),
+        )
+        .replacen(
+            "between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"",
+            &format!("between = [\"r1\", \"rx\"]\nrate = \"100Mbit/s\"\naddresses = {b}"),
+            1,
+        )
+    };
+    // the second inside the first
+    assert_eq!(
+        err(&with(
+            "[\"10.9.0.1/16\", \"10.9.0.2/16\"]",
+            "[\"10.9.3.1/24\", \"10.9.3.2/24\"]"
+        )),
+        "t.toml:27:13: link[1].addresses: subnet 10.9.3.0/24 overlaps 10.9.0.0/16 of link[0]: routes would be ambiguous"
+    );
+    // the second around the first
+    assert_eq!(
+        err(&with(
+            "[\"10.9.3.1/24\", \"10.9.3.2/24\"]",
+            "[\"10.9.0.1/16\", \"10.9.0.2/16\"]"
+        )),
+        "t.toml:27:13: link[1].addresses: subnet 10.9.0.0/16 overlaps 10.9.3.0/24 of link[0]: routes would be ambiguous"
+    );
+    // side by side
+    let s = Scenario::parse(
+        "t.toml",
+        &with(
+            "[\"10.9.0.1/30\", \"10.9.0.2/30\"]",
+            "[\"10.9.0.5/30\", \"10.9.0.6/30\"]",
+        ),
+    )
+    .unwrap();
+    assert_eq!(s.links[1].subnet().to_string(), "10.9.0.4/30");
 }

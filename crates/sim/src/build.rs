@@ -146,7 +146,8 @@ fn host(n: &NodePlan, plan: &Plan) -> Result<Host, BuildError> {
         }
         Role::Receiver => {
             let port = file.live.bind.map(|b| b.port()).unwrap_or(0);
-            h.receiver = Some((Receiver::new(true), port));
+            // the run measures the deliveries itself
+            h.receiver = Some((Receiver::records_only(), port));
         }
         _ => {}
     }

@@ -272,20 +272,35 @@ impl Engine {
             self.stats.events += 1;
             match ev {
                 Ev::Wake(i) => self.wake(i as usize, t, on_delivery),
-                Ev::Arrive(i, port, buf) => self.arrive(i as usize, port, buf, t),
+                Ev::Arrive(i, port, buf) => self.arrive(i as usize, port, buf, t, on_delivery),
             }
         }
         self.now = self.now.max(until);
     }
 
-    fn arrive(&mut self, i: usize, port: u16, buf: PacketBuf, t: i64) {
+    fn arrive(
+        &mut self,
+        i: usize,
+        port: u16,
+        buf: PacketBuf,
+        t: i64,
+        on_delivery: &mut impl FnMut(usize, &Delivery),
+    ) {
         self.stats.packet_hops += 1;
         let n = &mut self.nodes[i];
         n.inbox.push_back((port, buf, t));
         let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
         if n.wake_at.is_none_or(|w| at < w) {
             n.wake_at = Some(at);
-            self.queue.push(at, Ev::Wake(i as u32));
+            if at == t && !self.queue.any_due_by(t) {
+                // A wake-up now with nothing else due at this instant: queued, it
+                // would be the very next event, so it runs at once (and counts as
+                // the event it stands for).
+                self.stats.events += 1;
+                self.wake(i, t, on_delivery);
+            } else {
+                self.queue.push(at, Ev::Wake(i as u32));
+            }
         }
     }
 

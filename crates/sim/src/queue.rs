@@ -1,9 +1,29 @@
-//! The event queue: a binary heap ordered by (time, insertion order), so events at
-//! the same instant run in the order they were scheduled — the tie-break that makes
-//! a run deterministic.
+//! The event queue: events come out ordered by (time, insertion order), so events
+//! at the same instant run in the order they were scheduled — the tie-break that
+//! makes a run deterministic.
+//!
+//! A calendar of buckets rather than one heap: time is cut into buckets of
+//! [`BUCKET_NS`], a ring of [`RING`] buckets covers the next few milliseconds (where
+//! nearly every event of a network falls: the next frame start, a packet's arrival
+//! at the far end of a link) and a heap holds the rest. A bucket is sorted when the
+//! clock reaches it; events scheduled into it after that are inserted in order. So
+//! an event costs a push onto a short vector and a pop from it, both in memory the
+//! loop touched a moment ago, where a heap of a large network's events would sift
+//! through megabytes for each. Time only moves forward: an event is never scheduled
+//! before the last one taken out.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// log2 of the bucket width in nanoseconds.
+const BUCKET_BITS: u32 = 10;
+/// Width of a bucket: 1.024 µs.
+pub const BUCKET_NS: i64 = 1 << BUCKET_BITS;
+/// Buckets in the ring: together 4.2 ms ahead of the clock.
+pub const RING: usize = 4096;
+/// A bucket's vector is kept for reuse up to this many events (a burst — every
+/// router's frame start at one instant — does not pin its size in every bucket).
+const KEEP: usize = 256;
 
 struct Item<E> {
     at: i64,
@@ -11,9 +31,15 @@ struct Item<E> {
     event: E,
 }
 
+impl<E> Item<E> {
+    fn key(&self) -> (i64, u64) {
+        (self.at, self.seq)
+    }
+}
+
 impl<E> PartialEq for Item<E> {
     fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
+        self.key() == other.key()
     }
 }
 impl<E> Eq for Item<E> {}
@@ -25,52 +51,152 @@ impl<E> PartialOrd for Item<E> {
 impl<E> Ord for Item<E> {
     fn cmp(&self, other: &Self) -> Ordering {
         // a max-heap: the earliest first
-        (other.at, other.seq).cmp(&(self.at, self.seq))
+        other.key().cmp(&self.key())
     }
+}
+
+fn bucket_of(at: i64) -> i64 {
+    at >> BUCKET_BITS
 }
 
 /// Events by time.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Item<E>>,
+    /// The events of bucket `b` (absolute number, `cursor < b < cursor + RING`)
+    /// are `ring[b mod RING]`, in insertion order.
+    ring: Vec<Vec<Item<E>>>,
+    /// The events of the bucket the clock is in (`cursor`), in order.
+    current: VecDeque<Item<E>>,
+    cursor: i64,
+    /// Events in the ring and in `current`.
+    near: usize,
+    /// Events beyond the ring.
+    far: BinaryHeap<Item<E>>,
     seq: u64,
     peak: usize,
+    /// Whether `cursor` has been placed (at the first event).
+    placed: bool,
 }
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
-            heap: BinaryHeap::new(),
+            ring: (0..RING).map(|_| Vec::new()).collect(),
+            current: VecDeque::new(),
+            cursor: 0,
+            near: 0,
+            far: BinaryHeap::new(),
             seq: 0,
             peak: 0,
+            placed: false,
         }
     }
 }
 
 impl<E> EventQueue<E> {
+    fn slot(b: i64) -> usize {
+        b.rem_euclid(RING as i64) as usize
+    }
+
     pub fn push(&mut self, at: i64, event: E) {
         self.seq += 1;
-        self.heap.push(Item {
+        let item = Item {
             at,
             seq: self.seq,
             event,
-        });
-        self.peak = self.peak.max(self.heap.len());
+        };
+        if !self.placed {
+            self.placed = true;
+            self.cursor = bucket_of(at);
+        }
+        let b = bucket_of(at).max(self.cursor);
+        if b >= self.cursor + RING as i64 {
+            self.far.push(item);
+        } else if b == self.cursor {
+            // the bucket being taken from: in order, after every event of the same
+            // time already there (usually at or near the end)
+            let key = item.key();
+            let i = self.current.partition_point(|x| x.key() < key);
+            self.current.insert(i, item);
+            self.near += 1;
+        } else {
+            self.ring[Self::slot(b)].push(item);
+            self.near += 1;
+        }
+        self.peak = self.peak.max(self.len());
+    }
+
+    /// Moves the clock to bucket `b` (the current one is empty): the far events
+    /// that now fall in the ring join it, and bucket `b` is sorted into `current`.
+    fn advance_to(&mut self, b: i64) {
+        self.cursor = b;
+        let end = b + RING as i64;
+        while self.far.peek().is_some_and(|i| bucket_of(i.at) < end) {
+            if let Some(item) = self.far.pop() {
+                let ib = bucket_of(item.at).max(b);
+                self.ring[Self::slot(ib)].push(item);
+                self.near += 1;
+            }
+        }
+        let slot = Self::slot(b);
+        let mut events = std::mem::take(&mut self.ring[slot]);
+        events.sort_unstable_by_key(Item::key);
+        let done = std::mem::replace(&mut self.current, VecDeque::from(events));
+        // the emptied vector serves the bucket that now enters the ring
+        let mut spare = Vec::from(done);
+        if spare.capacity() <= KEEP {
+            spare.clear();
+            self.ring[slot] = spare;
+        }
     }
 
     /// The earliest event, if it is due at or before `until`.
     pub fn pop_until(&mut self, until: i64) -> Option<(i64, E)> {
-        if self.heap.peek()?.at > until {
-            return None;
+        loop {
+            if let Some(first) = self.current.front() {
+                if first.at > until {
+                    return None;
+                }
+                let item = self.current.pop_front()?;
+                self.near -= 1;
+                return Some((item.at, item.event));
+            }
+            // the current bucket is done: on to the next one with events, never
+            // beyond `until` (what is scheduled later must not land behind the clock)
+            let next = if self.near > 0 {
+                self.cursor + 1
+            } else {
+                let b = bucket_of(self.far.peek()?.at);
+                b.max(self.cursor + 1)
+            };
+            if next > bucket_of(until) {
+                return None;
+            }
+            self.advance_to(next);
         }
-        self.heap.pop().map(|i| (i.at, i.event))
+    }
+
+    /// Whether an event is due at or before `t` (`t` at or after the last event
+    /// taken out).
+    pub fn any_due_by(&self, t: i64) -> bool {
+        // the current bucket, when not empty, holds the earliest event
+        if let Some(i) = self.current.front() {
+            return i.at <= t;
+        }
+        let last = bucket_of(t);
+        if last <= self.cursor {
+            return false;
+        }
+        let in_ring = (self.cursor + 1..=last.min(self.cursor + RING as i64 - 1))
+            .any(|b| self.ring[Self::slot(b)].iter().any(|i| i.at <= t));
+        in_ring || self.far.peek().is_some_and(|i| i.at <= t)
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.near + self.far.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 
     /// Most events ever waiting at once.
@@ -82,6 +208,7 @@ impl<E> EventQueue<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn earliest_first_then_in_insertion_order() {
@@ -94,5 +221,104 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| q.pop_until(10)).collect();
         assert_eq!(got, [(1, "a"), (1, "b"), (5, "c"), (5, "d")]);
         assert_eq!(q.peak(), 4);
+    }
+
+    #[test]
+    fn far_events_and_long_gaps() {
+        let mut q = EventQueue::default();
+        let far = 3 * RING as i64 * BUCKET_NS;
+        q.push(1_000, 1);
+        q.push(far, 3);
+        q.push(far, 4);
+        q.push(far - 1, 2);
+        assert!(q.any_due_by(1_000) && !q.any_due_by(999));
+        assert_eq!(q.pop_until(far - 2), Some((1_000, 1)));
+        assert_eq!(q.pop_until(far - 2), None);
+        assert!(!q.any_due_by(far - 2));
+        // scheduled after the clock stopped short of the far events
+        q.push(far - 2, 0);
+        assert!(q.any_due_by(far - 2));
+        let got: Vec<_> = std::iter::from_fn(|| q.pop_until(i64::MAX)).collect();
+        assert_eq!(got, [(far - 2, 0), (far - 1, 2), (far, 3), (far, 4)]);
+        assert!(q.is_empty());
+    }
+
+    /// The reference: one heap over (time, insertion order).
+    struct Reference {
+        heap: BinaryHeap<Item<u32>>,
+        seq: u64,
+    }
+
+    impl Reference {
+        fn push(&mut self, at: i64, e: u32) {
+            self.seq += 1;
+            self.heap.push(Item {
+                at,
+                seq: self.seq,
+                event: e,
+            });
+        }
+
+        fn pop_until(&mut self, until: i64) -> Option<(i64, u32)> {
+            if self.heap.peek()?.at > until {
+                return None;
+            }
+            self.heap.pop().map(|i| (i.at, i.event))
+        }
+    }
+
+    proptest! {
+        /// Any schedule that never goes back in time comes out exactly as from one
+        /// heap: each step schedules events some time after the clock (often the
+        /// same instant, sometimes far ahead), then takes out what is due by a
+        /// point ahead of it.
+        #[test]
+        fn same_order_as_one_heap(
+            steps in prop::collection::vec(
+                (
+                    prop::collection::vec(
+                        prop_oneof![
+                            Just(0i64),
+                            0i64..3_000,
+                            0i64..20_000_000,
+                            Just(RING as i64 * BUCKET_NS),
+                        ],
+                        0..6,
+                    ),
+                    prop_oneof![0i64..2_000, 0i64..10_000_000],
+                    0usize..8,
+                ),
+                1..120,
+            )
+        ) {
+            let mut q = EventQueue::default();
+            let mut r = Reference { heap: BinaryHeap::new(), seq: 0 };
+            let mut now = 1_000_000_000i64;
+            let mut id = 0u32;
+            for (delays, ahead, takes) in steps {
+                for d in delays {
+                    id += 1;
+                    q.push(now + d, id);
+                    r.push(now + d, id);
+                }
+                let until = now + ahead;
+                for _ in 0..takes {
+                    prop_assert_eq!(q.any_due_by(until), r.heap.peek().is_some_and(|i| i.at <= until));
+                    let (a, b) = (q.pop_until(until), r.pop_until(until));
+                    prop_assert_eq!(a, b);
+                    match a {
+                        Some((t, _)) => now = t,
+                        None => {
+                            now = until;
+                            break;
+                        }
+                    }
+                }
+                prop_assert_eq!(q.len(), r.heap.len());
+            }
+            let rest: Vec<_> = std::iter::from_fn(|| q.pop_until(i64::MAX)).collect();
+            let want: Vec<_> = std::iter::from_fn(|| r.pop_until(i64::MAX)).collect();
+            prop_assert_eq!(rest, want);
+        }
     }
 }

@@ -234,6 +234,18 @@ impl Accounts {
         Outcome::Probe(p)
     }
 
+    /// Counts and parses one datagram like [`Accounts::handle`] but accounts for
+    /// nothing per flow.
+    pub fn screen(&mut self, payload: &[u8]) -> Outcome {
+        match self.counters.intake.screen(payload, |_| true, 0) {
+            Screened::Probe(p) => Outcome::Probe(p),
+            Screened::Padding => Outcome::Padding,
+            Screened::Foreign => Outcome::Foreign,
+            Screened::Invalid(e) => Outcome::Invalid(e),
+            Screened::FlowLimit => Outcome::FlowLimit,
+        }
+    }
+
     /// Per-flow results. `names` maps node ids (as strings) to names and `own` is the
     /// receiver's name; both only label the components.
     pub fn report(&self, names: &BTreeMap<String, String>, own: &str) -> Vec<FlowResult> {

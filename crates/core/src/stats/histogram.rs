@@ -8,12 +8,18 @@
 //! while keeping memory proportional to the *logarithm* of the largest value.
 //!
 //! Negative values (one-way latency between two clocks that disagree) go to a mirrored
-//! side indexed by magnitude. Each side is a `Vec` that grows, in whole power-of-two
-//! blocks, only up to the largest magnitude recorded so far: an all-positive histogram
-//! of 1 ns – 100 s values holds 3968 counters (31 KiB), and the whole `i64` range fits
-//! in 2 × 7424 counters (116 KiB). Growth happens only when a new largest magnitude
-//! arrives, at most 58 times per side in a histogram's life, so `record` is O(1) and
-//! allocation-free in the steady state.
+//! side indexed by magnitude. Each side is a window of counters that grows, in whole
+//! power-of-two blocks, only to cover the magnitudes recorded so far — from the block
+//! of the smallest to that of the largest — so values that stay within a narrow range
+//! (a link's delay, a residence time) take a block or two whatever their size, and
+//! thousands of such histograms fit in little memory. An all-positive histogram of
+//! 1 ns – 100 s values holds 3968 counters (31 KiB), and the whole `i64` range fits
+//! in 2 × 7424 counters (116 KiB). Growth happens only when a new smallest or largest
+//! magnitude arrives, at most 58 times per side in a histogram's life, so `record` is
+//! O(1) and allocation-free in the steady state. [`Histogram::reset`] keeps room for
+//! every magnitude up to the largest seen (the window then starts at zero), so a
+//! histogram sized by recording its largest expected value and resetting never
+//! allocates again below that value.
 //!
 //! Count, min and max are exact. Mean and standard deviation are exact too (up to the
 //! final `f64` rounding): the histogram keeps the sum in `i128` and the sum of squares
@@ -77,13 +83,99 @@ fn clamp_i64(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
+/// The counters of one side: bucket `idx` is `counts[idx - base]`.
+#[derive(Clone, Debug, Default)]
+struct Side {
+    /// First bucket held, a multiple of [`SUB_BUCKETS`].
+    base: usize,
+    counts: Vec<u64>,
+}
+
+impl Side {
+    #[inline]
+    fn add(&mut self, idx: usize, n: u64) {
+        if idx < self.base || idx - self.base >= self.counts.len() {
+            self.make_room(idx, idx);
+        }
+        if let Some(c) = self.counts.get_mut(idx - self.base) {
+            *c = c.saturating_add(n);
+        }
+    }
+
+    /// Make room for buckets `lo..=hi` (the cold path of `add`): grow to whole
+    /// power-of-two blocks, exactly, so that memory follows the values seen.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, lo: usize, hi: usize) {
+        let block_lo = (lo >> SUB_BITS) << SUB_BITS;
+        let block_hi = ((hi >> SUB_BITS) + 1) << SUB_BITS;
+        if self.counts.is_empty() {
+            self.base = block_lo;
+        }
+        let end = (self.base + self.counts.len()).max(block_hi);
+        if block_lo < self.base {
+            let mut counts = Vec::with_capacity(end - block_lo);
+            counts.resize(self.base - block_lo, 0);
+            counts.extend_from_slice(&self.counts);
+            counts.resize(end - block_lo, 0);
+            self.counts = counts;
+            self.base = block_lo;
+        } else if end > self.base + self.counts.len() {
+            let len = end - self.base;
+            self.counts.reserve_exact(len - self.counts.len());
+            self.counts.resize(len, 0);
+        }
+    }
+
+    /// Non-empty buckets as (index, count), in increasing index order.
+    fn iter(&self) -> impl DoubleEndedIterator<Item = (usize, u64)> + '_ {
+        let base = self.base;
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0)
+            .map(move |(i, &c)| (base + i, c))
+    }
+
+    fn merge(&mut self, from: &Side) {
+        let mut used = from.iter();
+        let (Some((lo, _)), hi) = (used.next(), used.next_back()) else {
+            return;
+        };
+        let hi = hi.map_or(lo, |(i, _)| i);
+        if self.counts.is_empty() || lo < self.base || hi >= self.base + self.counts.len() {
+            self.make_room(lo, hi);
+        }
+        for (i, c) in from.iter() {
+            if let Some(a) = self.counts.get_mut(i - self.base) {
+                *a = a.saturating_add(c);
+            }
+        }
+    }
+
+    /// Zero every counter, keeping room from bucket 0 up to the highest held.
+    fn reset(&mut self) {
+        if self.base > 0 {
+            let end = self.base + self.counts.len();
+            self.counts = vec![0; end];
+            self.base = 0;
+        } else {
+            self.counts.iter_mut().for_each(|c| *c = 0);
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.counts.capacity()
+    }
+}
+
 /// A mergeable log-bucket histogram of `i64` nanosecond values (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct Histogram {
-    /// Counters of values `>= 0`, indexed by [`bucket_index`] of the value.
-    pos: Vec<u64>,
-    /// Counters of values `< 0`, indexed by [`bucket_index`] of the magnitude.
-    neg: Vec<u64>,
+    /// Counters of values `>= 0`, by [`bucket_index`] of the value.
+    pos: Side,
+    /// Counters of values `< 0`, by [`bucket_index`] of the magnitude.
+    neg: Side,
     count: u64,
     /// Valid only when `count > 0`.
     min: i64,
@@ -119,12 +211,7 @@ impl Histogram {
         } else {
             &mut self.pos
         };
-        if idx >= side.len() {
-            grow(side, idx);
-        }
-        if let Some(c) = side.get_mut(idx) {
-            *c = c.saturating_add(n);
-        }
+        side.add(idx, n);
         if self.count == 0 {
             self.min = v;
             self.max = v;
@@ -146,8 +233,8 @@ impl Histogram {
         if other.count == 0 {
             return;
         }
-        merge_side(&mut self.pos, &other.pos);
-        merge_side(&mut self.neg, &other.neg);
+        self.pos.merge(&other.pos);
+        self.neg.merge(&other.neg);
         if self.count == 0 {
             self.min = other.min;
             self.max = other.max;
@@ -160,10 +247,11 @@ impl Histogram {
         self.sum_sq = self.sum_sq.wrapping_add(other.sum_sq);
     }
 
-    /// Forget every value; the allocated counters are kept for reuse.
+    /// Forget every value. The counters stay allocated, for every magnitude up to the
+    /// largest recorded so far: recording below it never allocates again.
     pub fn reset(&mut self) {
-        self.pos.iter_mut().for_each(|c| *c = 0);
-        self.neg.iter_mut().for_each(|c| *c = 0);
+        self.pos.reset();
+        self.neg.reset();
         self.count = 0;
         self.min = 0;
         self.max = 0;
@@ -330,14 +418,9 @@ impl Histogram {
 
     /// Non-empty buckets as (negative side?, index, count) in increasing value order.
     fn raw_buckets(&self) -> impl Iterator<Item = (bool, usize, u64)> + '_ {
-        let neg = self
-            .neg
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(i, &c)| (true, i, c));
-        let pos = self.pos.iter().enumerate().map(|(i, &c)| (false, i, c));
-        neg.chain(pos).filter(|&(_, _, c)| c > 0)
+        let neg = self.neg.iter().rev().map(|(i, c)| (true, i, c));
+        let pos = self.pos.iter().map(|(i, c)| (false, i, c));
+        neg.chain(pos)
     }
 
     fn bucket_iter(&self, value: fn(bool, usize) -> i64) -> impl Iterator<Item = (i64, u64)> + '_ {
@@ -366,27 +449,6 @@ pub(crate) fn percentile_rank(p: f64, count: u64) -> u64 {
     let ppm = (p.clamp(0.0, 100.0) * 1e6).round() as u128;
     let rank = (count as u128 * ppm).div_ceil(SCALE);
     (rank as u64).clamp(1, count.max(1))
-}
-
-/// Make room for bucket `idx` (the cold path of `record`): grow to the end of its
-/// power-of-two block, exactly, so that memory follows the largest value seen.
-#[cold]
-#[inline(never)]
-fn grow(side: &mut Vec<u64>, idx: usize) {
-    let len = ((idx >> SUB_BITS) + 1) << SUB_BITS;
-    side.reserve_exact(len.saturating_sub(side.len()));
-    side.resize(len, 0);
-}
-
-fn merge_side(into: &mut Vec<u64>, from: &[u64]) {
-    // Ignore trailing zeros of `from` so merging never allocates more than needed.
-    let used = from.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
-    if used > into.len() {
-        grow(into, used - 1);
-    }
-    for (a, &b) in into.iter_mut().zip(&from[..used]) {
-        *a = a.saturating_add(b);
-    }
 }
 
 #[cfg(test)]
@@ -578,6 +640,49 @@ mod tests {
         // And with the mirrored negative side too.
         h.record(-100_000_000_000);
         assert!(h.memory_bytes() <= 2 * 31 * 128 * 8 + std::mem::size_of::<Histogram>());
+    }
+
+    #[test]
+    fn values_in_a_narrow_range_take_a_block_or_two() {
+        // 40-50 us and 1.9-2.1 ms: one power of two each, wherever it lies
+        let mut link = Histogram::new();
+        let mut residence = Histogram::new();
+        for i in 0..1000 {
+            link.record(40_000 + i * 10);
+            residence.record(1_900_000 + i * 200);
+        }
+        let block = SUB_BUCKETS * 8 + std::mem::size_of::<Histogram>();
+        assert!(link.memory_bytes() <= 2 * block, "{}", link.memory_bytes());
+        assert!(residence.memory_bytes() <= 2 * block);
+        // a smaller value widens the window downwards; nothing recorded moves
+        let before: Vec<(i64, u64)> = residence.buckets().collect();
+        residence.record(3);
+        let after: Vec<(i64, u64)> = residence.buckets().collect();
+        assert_eq!((after[0], &after[1..]), ((3, 1), &before[..]));
+        assert_eq!(residence.percentile(0.0), Some(3));
+        let mut merged = link.clone();
+        merged.merge(&residence);
+        let mut both = Histogram::new();
+        for i in 0..1000 {
+            both.record(1_900_000 + i * 200);
+            both.record(40_000 + i * 10);
+        }
+        both.record(3);
+        assert_eq!(merged, both);
+    }
+
+    #[test]
+    fn reset_keeps_room_down_to_zero() {
+        let mut h = Histogram::new();
+        h.record(1_000_000_000);
+        h.reset();
+        let room = h.memory_bytes();
+        assert!(room >= bucket_index(1_000_000_000) * 8);
+        for v in [0, 1, 1_000, 1_000_000, 999_999_999] {
+            h.record(v);
+        }
+        assert_eq!(h.memory_bytes(), room);
+        assert_eq!(h.count(), 5);
     }
 
     #[test]

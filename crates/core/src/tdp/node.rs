@@ -280,6 +280,9 @@ pub struct Node {
     clock_id: LearnedClock,
     k: u32,
     ports: Vec<PortState>,
+    /// The ports' addresses, in port order (what is local, without touching every
+    /// port's state for each packet).
+    addrs: Vec<Ipv4Addr>,
     flows: Vec<FlowState>,
     flow_by_id: HashMap<u32, usize>,
     routes: RouteTable,
@@ -441,6 +444,11 @@ impl Node {
     }
 
     fn port_index(&self, id: PortId) -> Option<usize> {
+        // ports are usually numbered in order: look there before searching
+        let i = usize::from(id.0);
+        if self.ports.get(i).is_some_and(|p| p.id == id) {
+            return Some(i);
+        }
         self.ports.iter().position(|p| p.id == id)
     }
 
@@ -647,7 +655,7 @@ impl Node {
                 self.counters.resyncs += resynced;
             }
         }
-        if self.ports.iter().any(|port| port.addr == parsed.dst) {
+        if self.addrs.contains(&parsed.dst) {
             if parsed.proto == PROTO_UDP && parsed.udp_dst == Some(DISCARD_PORT) {
                 return Err((InDrop::Padding, p));
             }
@@ -1440,13 +1448,13 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         let mut per_slot: BTreeMap<u32, u32> = BTreeMap::new();
         let mut max_size = 0;
         for (j, row) in f.rows.iter().enumerate() {
-            let rf = format!("flows[{i}].rows[{j}]");
+            let rf = || format!("flows[{i}].rows[{j}]");
             if row.packets == 0 {
-                return Err(cfg_err(format!("{rf}.packets"), "must be at least 1"));
+                return Err(cfg_err(format!("{}.packets", rf()), "must be at least 1"));
             }
             if row.size < 28 || row.size > 65_535 {
                 return Err(cfg_err(
-                    format!("{rf}.size"),
+                    format!("{}.size", rf()),
                     format!(
                         "{} bytes is not an IPv4/UDP packet size (28 to 65535)",
                         row.size
@@ -1460,7 +1468,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
             };
             schedules[out]
                 .add(row.slot, entry)
-                .map_err(|e| cfg_err(format!("{rf}.slot"), e.to_string()))?;
+                .map_err(|e| cfg_err(format!("{}.slot", rf()), e.to_string()))?;
             let needed_bits = schedules[out].row_bits(row.slot, &links[out]);
             if needed_bits > capacity {
                 let e = ScheduleError::RowOverflow {
@@ -1471,7 +1479,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
                     guard: fc.guard,
                     rate_bps: links[out].rate_bps,
                 };
-                return Err(cfg_err(rf, format!("row {} overflows: {e}", row.slot)));
+                return Err(cfg_err(rf(), format!("row {} overflows: {e}", row.slot)));
             }
             *per_slot.entry(row.slot).or_default() += row.packets;
             max_size = max_size.max(row.size);
@@ -1592,6 +1600,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         clock,
         clock_id: LearnedClock::default(),
         k,
+        addrs: ports.iter().map(|p| p.addr).collect(),
         ports,
         flows,
         flow_by_id,

@@ -41,6 +41,8 @@ impl Delivery {
 pub struct Receiver {
     accounts: Accounts,
     keep: bool,
+    /// Per-flow statistics and decomposition (else only the intake counts).
+    per_flow: bool,
     deliveries: VecDeque<Delivery>,
     /// The clock of the instants the receiver is given.
     clock_id: LearnedClock,
@@ -52,6 +54,21 @@ impl Receiver {
         Receiver {
             accounts: Accounts::new(),
             keep: keep_records,
+            per_flow: true,
+            deliveries: VecDeque::new(),
+            clock_id: LearnedClock::default(),
+        }
+    }
+
+    /// Hands every probe out through [`Receiver::poll_event`] and keeps no per-flow
+    /// statistics of its own (the intake counters only): for a driver that measures
+    /// the deliveries itself, like the simulator, where thousands of receivers would
+    /// otherwise each hold a full set of histograms per flow.
+    pub fn records_only() -> Receiver {
+        Receiver {
+            accounts: Accounts::new(),
+            keep: true,
+            per_flow: false,
             deliveries: VecDeque::new(),
             clock_id: LearnedClock::default(),
         }
@@ -67,7 +84,11 @@ impl Receiver {
     ) -> Outcome {
         let now = self.clock_id.ns(now, "receiver");
         let kernel_rx = kernel_rx.map(|k| self.clock_id.ns(k, "receiver"));
-        let out = self.accounts.handle(now, kernel_rx, payload);
+        let out = if self.per_flow {
+            self.accounts.handle(now, kernel_rx, payload)
+        } else {
+            self.accounts.screen(payload)
+        };
         if let (true, Outcome::Probe(p)) = (self.keep, &out) {
             self.deliveries.push_back(Delivery {
                 probe: *p,
@@ -95,5 +116,44 @@ impl Receiver {
 
     pub fn accounts_mut(&mut self) -> &mut Accounts {
         &mut self.accounts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tdp::host::probe_buffer;
+    use crate::ClockId;
+
+    fn tai(ns: i64) -> Instant {
+        Instant::new(ClockId::Tai, ns)
+    }
+
+    #[test]
+    fn records_only_hands_probes_out_without_per_flow_accounts() {
+        let probe = probe_buffer(7, 200).unwrap();
+        let mut full = Receiver::new(true);
+        let mut lean = Receiver::records_only();
+        for r in [&mut full, &mut lean] {
+            assert!(matches!(
+                r.handle_packet(tai(1_000), Some(tai(900)), &probe),
+                Outcome::Probe(_)
+            ));
+            assert!(matches!(
+                r.handle_packet(tai(2_000), None, b"not a probe"),
+                Outcome::Foreign
+            ));
+            let d = r.poll_event().unwrap();
+            assert_eq!(
+                (d.probe.flow_id, d.app_rx_ns, d.kernel_rx_ns),
+                (7, 1_000, Some(900))
+            );
+            assert_eq!(r.poll_event(), None);
+            let c = &r.accounts().counters().intake;
+            assert_eq!((c.datagrams, c.probes, c.foreign), (2, 1, 1));
+        }
+        let names = std::collections::BTreeMap::new();
+        assert_eq!(full.accounts().report(&names, "rx").len(), 1);
+        assert!(lean.accounts().report(&names, "rx").is_empty());
     }
 }

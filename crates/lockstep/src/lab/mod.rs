@@ -429,7 +429,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             "== 1/2 simulated: mesh4 in virtual time, every node acting on time (ideal host)"
         );
     }
-    crate::sim::run::run_scenario(&s, &demo_sim_args(&args))?;
+    crate::sim::run::run_scenario(&s, &demo_sim_args(&args), 0)?;
     if !args.quiet {
         eprintln!("\n== 2/2 measured: mesh4 in network namespaces on this machine, in real time");
     }

@@ -111,12 +111,14 @@ pub fn read_tx(
 type Point = (i64, i64);
 
 /// Points of an inter-arrival series kept per time bucket: the lowest and the
-/// highest, so spikes survive.
+/// highest, so spikes survive. Only buckets that got a point are held (in time
+/// order), so a flow with few packets costs little however long the run.
 #[derive(Clone, Debug)]
 struct Series {
     width: i64,
     first: Option<i64>,
-    buckets: Vec<Option<(Point, Point)>>,
+    /// Buckets (index, lowest, highest), by index.
+    buckets: Vec<(usize, Point, Point)>,
 }
 
 impl Series {
@@ -127,24 +129,42 @@ impl Series {
         Series {
             width: (span_ns / n as i64).max(1),
             first: None,
-            buckets: vec![None; n],
+            buckets: Vec::new(),
         }
     }
 
     fn push(&mut self, t: i64, v: i64) {
         let first = *self.first.get_or_insert(t);
         let x = t - first;
-        let i = ((x / self.width).max(0) as usize).min(self.buckets.len() - 1);
+        let i = ((x / self.width).max(0) as usize).min(SERIES_MAX / 2 - 1);
         let p = (x, v);
-        self.buckets[i] = Some(match self.buckets[i] {
-            None => (p, p),
-            Some((lo, hi)) => (if v < lo.1 { p } else { lo }, if v > hi.1 { p } else { hi }),
-        });
+        // points come in time order: the bucket is the last one or a new last one
+        let at = match self.buckets.last() {
+            Some(&(j, _, _)) if j == i => self.buckets.len() - 1,
+            Some(&(j, _, _)) if j > i => match self.buckets.binary_search_by_key(&i, |b| b.0) {
+                Ok(at) => at,
+                Err(at) => {
+                    self.buckets.insert(at, (i, p, p));
+                    return;
+                }
+            },
+            _ => {
+                self.buckets.push((i, p, p));
+                return;
+            }
+        };
+        let (_, lo, hi) = &mut self.buckets[at];
+        if v < lo.1 {
+            *lo = p;
+        }
+        if v > hi.1 {
+            *hi = p;
+        }
     }
 
     fn points(&self) -> Vec<Point> {
         let mut out = Vec::new();
-        for (lo, hi) in self.buckets.iter().flatten() {
+        for (_, lo, hi) in &self.buckets {
             let (a, b) = if lo.0 <= hi.0 { (*lo, *hi) } else { (*hi, *lo) };
             out.push(a);
             if b != a {
@@ -187,22 +207,38 @@ pub struct FlowMeasure {
 }
 
 impl FlowMeasure {
-    fn component(&mut self, name: &str, v: i64) {
-        match self.components.iter_mut().find(|(n, _)| n == name) {
-            Some((_, h)) => h.record(v),
+    /// Records `v` in component `name` (added, in order, when first seen).
+    fn component(&mut self, name: &str, v: i64) -> usize {
+        match self.components.iter().position(|(n, _)| n == name) {
+            Some(i) => {
+                self.components[i].1.record(v);
+                i
+            }
             None => {
                 let mut h = Histogram::new();
                 h.record(v);
                 self.components.push((name.to_string(), h));
+                self.components.len() - 1
             }
         }
     }
 }
 
+/// A component of the decomposition by what it spans, not by its name: a span
+/// kind and the node ids at its ends (`None`: the path's sender or receiver).
+type SpanKey = (u8, Option<u32>, Option<u32>);
+const SPAN_LI: u8 = 0;
+const SPAN_LTX: u8 = 1;
+const SPAN_LINK: u8 = 2;
+const SPAN_RESIDENCE: u8 = 3;
+const SPAN_LRX: u8 = 4;
+
 /// One flow while its packets stream by.
 struct Acc<'a> {
     input: &'a FlowInput<'a>,
     m: FlowMeasure,
+    /// Components already named: span → index in `m.components`.
+    spans: Vec<(SpanKey, usize)>,
     /// Sequence numbers seen (one bit each).
     seen: Vec<u64>,
     last_rx: Option<i64>,
@@ -246,7 +282,6 @@ pub struct FlowsMeter<'a> {
     tf_ns: i64,
     ids: &'a HashMap<u32, String>,
     tx: &'a TxJoin,
-    name: String,
 }
 
 impl<'a> FlowsMeter<'a> {
@@ -272,6 +307,7 @@ impl<'a> FlowsMeter<'a> {
                     hop_nodes: Vec::new(),
                     off_path: 0,
                 },
+                spans: Vec::new(),
                 seen: Vec::new(),
                 last_rx: None,
                 series: Series::new(span_ns),
@@ -284,7 +320,6 @@ impl<'a> FlowsMeter<'a> {
             tf_ns,
             ids,
             tx,
-            name: String::new(),
         }
     }
 
@@ -330,7 +365,7 @@ impl<'a> FlowsMeter<'a> {
         {
             a.m.off_path += 1;
         }
-        decompose(a, d, self.ids, self.tx, &mut self.name);
+        decompose(a, d, self.ids, self.tx);
     }
 
     pub fn finish(self) -> Vec<FlowMeasure> {
@@ -345,68 +380,74 @@ impl<'a> FlowsMeter<'a> {
     }
 }
 
+impl Acc<'_> {
+    /// Records `v` in the component spanning `key`, named by `name` when first seen.
+    fn span(&mut self, key: SpanKey, v: i64, name: impl FnOnce() -> String) {
+        if let Some(&(_, i)) = self.spans.iter().find(|(k, _)| *k == key) {
+            self.m.components[i].1.record(v);
+            return;
+        }
+        let i = self.m.component(&name(), v);
+        self.spans.push((key, i));
+    }
+}
+
 /// The latency decomposition of one packet, span by span.
-fn decompose(
-    a: &mut Acc<'_>,
-    d: &Delivery,
-    ids: &HashMap<u32, String>,
-    tx: &TxJoin,
-    name: &mut String,
-) {
+fn decompose(a: &mut Acc<'_>, d: &Delivery, ids: &HashMap<u32, String>, tx: &TxJoin) {
     let p = &d.probe;
-    let m = &mut a.m;
     let key = (a.input.id, p.seq);
     let t0 = filled(Some(p.t0_ns));
     let t_wake = filled(Some(p.t_wake_ns));
     if let (Some(t0), Some(w)) = (t0, t_wake) {
-        m.component("L_I", w - t0);
+        a.span((SPAN_LI, None, None), w - t0, || "L_I".into());
     }
     let mut depart = tx.sender.get(&key).copied().or(filled(Some(p.t_send_ns)));
     if let (Some(w), Some(d)) = (t_wake, depart) {
-        m.component("L_Tx", d - w);
+        a.span((SPAN_LTX, None, None), d - w, || "L_Tx".into());
     }
-    let mut prev_name = a.input.path.first().cloned().unwrap_or_default();
-    for h in p.hops() {
-        let hop = ids
-            .get(&h.node)
+    let input = a.input;
+    let name_of = |id: Option<u32>| match id {
+        None => input.path.first().cloned().unwrap_or_default(),
+        Some(id) => ids
+            .get(&id)
             .cloned()
-            .unwrap_or_else(|| format!("node {}", h.node));
+            .unwrap_or_else(|| format!("node {id}")),
+    };
+    let mut prev: Option<u32> = None;
+    for h in p.hops() {
+        let node = Some(h.node);
         let arrive = filled(Some(h.rx_kernel_ns)).or(filled(Some(h.rx_app_ns)));
         if let (Some(d), Some(ar)) = (depart, arrive) {
-            name.clear();
-            name.push_str("link ");
-            name.push_str(&prev_name);
-            name.push('→');
-            name.push_str(&hop);
-            m.component(name, ar - d);
+            a.span((SPAN_LINK, prev, node), ar - d, || {
+                format!("link {}→{}", name_of(prev), name_of(node))
+            });
         }
-        let leave = tx
-            .routers
-            .get(&hop)
-            .and_then(|t| t.get(&key).copied())
-            .or(filled(Some(h.tx_app_ns)));
+        let timed = if tx.routers.is_empty() {
+            None
+        } else {
+            tx.routers
+                .get(&name_of(node))
+                .and_then(|t| t.get(&key).copied())
+        };
+        let leave = timed.or(filled(Some(h.tx_app_ns)));
         if let (Some(ar), Some(l)) = (arrive, leave) {
-            name.clear();
-            name.push_str(&hop);
-            name.push_str(" residence");
-            m.component(name, l - ar);
+            a.span((SPAN_RESIDENCE, node, None), l - ar, || {
+                format!("{} residence", name_of(node))
+            });
         }
         depart = leave;
-        prev_name = hop;
+        prev = node;
     }
     // a path longer than the hop records: the rest is one span
     let k_rx = d.kernel_rx_ns.and_then(|k| filled(Some(k)));
     if let (Some(dep), Some(k)) = (depart, k_rx) {
-        let receiver = a.input.path.last().map(String::as_str).unwrap_or("");
-        name.clear();
-        name.push_str("link ");
-        name.push_str(&prev_name);
-        name.push('→');
-        name.push_str(receiver);
-        m.component(name, k - dep);
+        let receiver = input.path.last().map(String::as_str).unwrap_or("");
+        a.span((SPAN_LINK, prev, None), k - dep, || {
+            format!("link {}→{receiver}", name_of(prev))
+        });
     }
     if let Some(k) = k_rx {
-        m.component("L_Rx", d.app_rx_ns - k);
+        a.span((SPAN_LRX, None, None), d.app_rx_ns - k, || "L_Rx".into());
     }
 }
 
@@ -767,6 +808,7 @@ pub fn flow_inputs<'a>(
     slips: &BTreeMap<u32, u64>,
 ) -> Vec<FlowInput<'a>> {
     let kernel = plan.run.mode == super::scenario::RunMode::Kernel;
+    let ids: HashMap<&str, u32> = plan.nodes.iter().map(|n| (n.name.as_str(), n.id)).collect();
     plan.flows
         .iter()
         .map(|f| FlowInput {
@@ -782,7 +824,7 @@ pub fn flow_inputs<'a>(
                     .iter()
                     .skip(1)
                     .take(f.path.len().saturating_sub(2))
-                    .filter_map(|n| plan.node(n).map(|p| p.id))
+                    .filter_map(|n| ids.get(n.as_str()).copied())
                     .collect()
             },
         })

@@ -9,7 +9,7 @@
 //! host facts) comes from user files and is escaped; every section copes with missing
 //! data (a flow that received nothing, a run without routers) by saying so.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
 use lockstep_core::stats::Summary;
@@ -234,39 +234,69 @@ pub fn render(report: &LabReport) -> String {
 /// flow's colour, so a flow keeps its colour in every chart.
 struct Names {
     flows: Vec<String>,
+    /// Name → position in `flows`.
+    position: HashMap<String, usize>,
+    /// Per run: name → index of its first flow of that name.
+    in_run: Vec<HashMap<String, usize>>,
 }
 
 impl Names {
     fn of(report: &LabReport) -> Names {
         let mut flows: Vec<String> = Vec::new();
-        let add = |list: &mut Vec<String>, name: &str| {
-            if !list.iter().any(|x| x == name) {
-                list.push(name.to_string());
+        let mut position: HashMap<String, usize> = HashMap::new();
+        let mut add = |name: &str| {
+            if !position.contains_key(name) {
+                position.insert(name.to_string(), flows.len());
+                flows.push(name.to_string());
             }
         };
         for run in &report.runs {
             for f in &run.flows {
-                add(&mut flows, &f.name);
+                add(&f.name);
             }
         }
         for run in &report.runs {
             for h in &run.hops {
                 for (f, _) in &h.slips_per_flow {
-                    add(&mut flows, f);
+                    add(f);
                 }
             }
         }
-        Names { flows }
+        let in_run = report
+            .runs
+            .iter()
+            .map(|run| {
+                let mut m = HashMap::new();
+                for (i, f) in run.flows.iter().enumerate() {
+                    m.entry(f.name.clone()).or_insert(i);
+                }
+                m
+            })
+            .collect();
+        Names {
+            flows,
+            position,
+            in_run,
+        }
     }
 
     fn flow_color(&self, name: &str) -> &'static str {
-        let i = self.flows.iter().position(|f| f == name).unwrap_or(0);
+        let i = self.position.get(name).copied().unwrap_or(0);
         color(&FLOW_COLORS, i)
     }
-}
 
-fn find_flow<'a>(run: &'a RunReport, name: &str) -> Option<&'a FlowReport> {
-    run.flows.iter().find(|f| f.name == name)
+    /// The first flow called `name` of run `ri`.
+    fn find<'a>(&self, report: &'a LabReport, ri: usize, name: &str) -> Option<&'a FlowReport> {
+        let i = *self.in_run.get(ri)?.get(name)?;
+        report.runs.get(ri)?.flows.get(i)
+    }
+
+    /// Every run's flow called `name`, with the run's index.
+    fn across<'a>(&self, report: &'a LabReport, name: &str) -> Vec<(usize, &'a FlowReport)> {
+        (0..report.runs.len())
+            .filter_map(|ri| self.find(report, ri, name).map(|f| (ri, f)))
+            .collect()
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -621,8 +651,9 @@ fn comparison_section(page: &mut String, report: &LabReport, names: &Names) {
         r#"<section id="comparison"><h2>Comparison</h2><p class="lead">Each run side by side per flow; the last column is the first run over the second ({ratio_head}).</p><div class="cards" style="grid-template-columns:repeat(auto-fill,minmax({card_px}px,1fr))">"#,
     );
     for name in &names.flows {
-        let flows: Vec<Option<&FlowReport>> =
-            report.runs.iter().map(|r| find_flow(r, name)).collect();
+        let flows: Vec<Option<&FlowReport>> = (0..report.runs.len())
+            .map(|ri| names.find(report, ri, name))
+            .collect();
         if flows.iter().all(Option::is_none) {
             continue;
         }
@@ -783,12 +814,7 @@ fn value_range(s: &Summary) -> Option<(i64, i64)> {
 fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
     page.push_str(r#"<section id="latency"><h2>End-to-end latency PMF</h2><p class="lead">Probability of each latency bin (log scale), all runs overlaid.</p><div class="cards">"#);
     for name in &names.flows {
-        let flows: Vec<(usize, &FlowReport)> = report
-            .runs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| find_flow(r, name).map(|f| (i, f)))
-            .collect();
+        let flows: Vec<(usize, &FlowReport)> = names.across(report, name);
         if flows.is_empty() {
             continue;
         }
@@ -946,12 +972,7 @@ fn empty_chart(height: f64, message: &str, label: &str) -> String {
 fn decomposition_section(page: &mut String, report: &LabReport, names: &Names) {
     page.push_str(r#"<section id="decomposition"><h2>Latency decomposition</h2><p class="lead">Where the time goes (SPEC §3), in path order: timer wake-up L_I, transmit path L_Tx, links and router residence, receive path L_Rx. Stacked means add up to the mean of L; each component's own p99, stacked, is usually more than the p99 of L (black mark).</p><div class="cards">"#);
     for name in &names.flows {
-        let flows: Vec<(usize, &FlowReport)> = report
-            .runs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| find_flow(r, name).map(|f| (i, f)))
-            .collect();
+        let flows: Vec<(usize, &FlowReport)> = names.across(report, name);
         if flows.is_empty() {
             continue;
         }
@@ -1143,12 +1164,7 @@ fn decomposition_chart(
 fn inter_arrival_section(page: &mut String, report: &LabReport, names: &Names) {
     page.push_str(r#"<section id="inter-arrival"><h2>Inter-arrival times</h2><p class="lead">Time between consecutive packets of a flow at the receiver, over the run (decimated, extremes kept).</p><div class="cards">"#);
     for name in &names.flows {
-        let flows: Vec<(usize, &FlowReport)> = report
-            .runs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| find_flow(r, name).map(|f| (i, f)))
-            .collect();
+        let flows: Vec<(usize, &FlowReport)> = names.across(report, name);
         if flows.is_empty() {
             continue;
         }
@@ -1303,14 +1319,15 @@ fn slips_section(page: &mut String, report: &LabReport, names: &Names) {
 
 /// Flows with slip counts in a run, in the report's flow order.
 fn slip_flows(run: &RunReport, names: &Names) -> Vec<String> {
+    let at_routers: HashSet<&str> = run
+        .hops
+        .iter()
+        .flat_map(|h| h.slips_per_flow.iter().map(|(name, _)| name.as_str()))
+        .collect();
     names
         .flows
         .iter()
-        .filter(|f| {
-            run.hops
-                .iter()
-                .any(|h| h.slips_per_flow.iter().any(|(name, _)| name == *f))
-        })
+        .filter(|f| at_routers.contains(f.as_str()))
         .cloned()
         .collect()
 }

@@ -230,6 +230,43 @@ pub fn finish_lab_run(
     Ok(())
 }
 
+/// [`finish_lab_run`] for a document too large to hold twice: the report is
+/// rendered and dropped first, then the document goes straight to
+/// `DIR/summary.json` (no string of it in memory) and, with `--json`, from there to
+/// stdout. The same bytes as [`finish_lab_run`] with the document pretty-printed.
+pub fn finish_lab_run_streamed(
+    out: &Path,
+    doc: &Value,
+    report: html::LabReport,
+    table: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    write_atomic(&out.join("report.html"), html::render(&report).as_bytes())?;
+    drop(report);
+    let path = out.join("summary.json");
+    let tmp = path.with_extension("tmp");
+    let file = fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer_pretty(&mut w, doc)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| w.flush().map_err(anyhow::Error::from))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    drop(w);
+    fs::rename(&tmp, &path).with_context(|| format!("cannot rename to {}", path.display()))?;
+    if json {
+        eprint!("{table}");
+        let mut f =
+            fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        std::io::copy(&mut f, &mut lock)?;
+        writeln!(lock)?;
+    } else {
+        print!("{table}");
+    }
+    Ok(())
+}
+
 /// The audit embedded in every result document: no intent, cheap (a few hundred file
 /// reads and one ioctl per NIC).
 pub fn embedded_audit(host: &lockstep_linux::host::HostFacts) -> lockstep_core::audit::Report {

@@ -2,7 +2,11 @@
 //! square grid or a k-ary fat-tree of routers — with `F` reserved flows between
 //! random routers (each with a sender and a receiver host of its own), routed on
 //! shortest paths, at a rate that loads the busiest link to the given fraction.
-//! Seeded: the same arguments write the same file.
+//! A flow's two routers are drawn again until its path crosses no more routers than
+//! its probes have room to record (`(size − 92) / 32`: 12 at the default 500 bytes),
+//! so in a large network flows are local. Each reserved frame carries as many
+//! packets as the rate needs. Routers get only the flows' routes (`routing =
+//! "flows"`). Seeded: the same arguments write the same file.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -10,7 +14,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN};
 use lockstep_core::Duration;
+use lockstep_plan::scenario::IP_UDP_HEADERS;
 use lockstep_sim::rng::Rng;
 
 use crate::cli::parse_duration_positive;
@@ -32,7 +38,8 @@ pub struct GenArgs {
     /// Routers (at most).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=200_000))]
     pub routers: u32,
-    /// Reserved flows, each between two random routers.
+    /// Reserved flows, each between two random routers at most as far apart as the
+    /// probes' hop records reach (see --size).
     #[arg(long, value_name = "F", value_parser = clap::value_parser!(u32).range(1..=200_000))]
     pub flows: u32,
     /// Share of the busiest link's capacity the flows reserve, in (0, 1].
@@ -41,7 +48,8 @@ pub struct GenArgs {
     /// Link rate in Mbit/s.
     #[arg(long, value_name = "MBIT", default_value_t = 100)]
     pub mbit: u32,
-    /// IP packet size of every flow, bytes.
+    /// IP packet size of every flow, bytes; it bounds a flow's path to
+    /// (BYTES − 92) / 32 routers (a hop record each).
     #[arg(long, value_name = "BYTES", default_value_t = 500)]
     pub size: u32,
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive)]
@@ -89,32 +97,68 @@ impl Graph {
     }
 
     /// A shortest path from `a` to `b` (routers), by breadth-first search.
-    fn path(&self, a: u32, b: u32, prev: &mut Vec<u32>) -> Vec<u32> {
-        prev.clear();
-        prev.resize(self.n, u32::MAX);
-        prev[a as usize] = a;
-        let mut q = VecDeque::from([a]);
-        while let Some(u) = q.pop_front() {
-            if u == b {
-                break;
+    #[cfg(test)]
+    fn path(&self, a: u32, b: u32, ws: &mut Search) -> Vec<u32> {
+        self.path_within(a, b, usize::MAX, ws).unwrap_or_default()
+    }
+
+    /// A shortest path from `a` to `b` (routers) of at most `max` routers, by a
+    /// breadth-first search that goes no further; `None` if `b` is further away.
+    fn path_within(&self, a: u32, b: u32, max: usize, ws: &mut Search) -> Option<Vec<u32>> {
+        if ws.seen.len() != self.n {
+            ws.seen = vec![0; self.n];
+            ws.prev = vec![0; self.n];
+            ws.round = 0;
+        }
+        ws.round = ws.round.wrapping_add(1);
+        if ws.round == 0 {
+            ws.seen.fill(0);
+            ws.round = 1;
+        }
+        let round = ws.round;
+        ws.seen[a as usize] = round;
+        ws.queue.clear();
+        ws.queue.push_back((a, 1));
+        let mut found = a == b;
+        'search: while let Some((u, routers)) = ws.queue.pop_front() {
+            if routers >= max {
+                continue; // its neighbours are too far
             }
             for &v in &self.adj[u as usize] {
-                if prev[v as usize] == u32::MAX {
-                    prev[v as usize] = u;
-                    q.push_back(v);
+                if ws.seen[v as usize] != round {
+                    ws.seen[v as usize] = round;
+                    ws.prev[v as usize] = u;
+                    if v == b {
+                        found = true;
+                        break 'search;
+                    }
+                    ws.queue.push_back((v, routers + 1));
                 }
             }
         }
+        if !found {
+            return None;
+        }
         let mut p = vec![b];
         while let Some(&last) = p.last() {
-            if last == a || prev[last as usize] == u32::MAX {
+            if last == a {
                 break;
             }
-            p.push(prev[last as usize]);
+            p.push(ws.prev[last as usize]);
         }
         p.reverse();
-        p
+        Some(p)
     }
+}
+
+/// A breadth-first search's memory, kept from one search to the next: a node is
+/// seen in this search if `seen` holds this search's round.
+#[derive(Default)]
+struct Search {
+    seen: Vec<u32>,
+    prev: Vec<u32>,
+    round: u32,
+    queue: VecDeque<(u32, usize)>,
 }
 
 fn ring(n: u32) -> Graph {
@@ -185,18 +229,26 @@ pub fn run(args: GenArgs) -> Result<()> {
     Ok(())
 }
 
-/// The flows' router paths.
-fn flows(g: &Graph, count: u32, seed: u64) -> Vec<Vec<u32>> {
+/// Routers a probe of `size` bytes has hop records for.
+fn max_routers(size: u32) -> usize {
+    (size as usize).saturating_sub(IP_UDP_HEADERS as usize + HEADER_LEN) / HOP_LEN
+}
+
+/// The flows' router paths, each of at most `max` routers (at least 2): two routers
+/// are drawn until they are close enough.
+fn flows(g: &Graph, count: u32, seed: u64, max: usize) -> Vec<Vec<u32>> {
     let mut rng = Rng::new(seed);
-    let mut prev = Vec::new();
+    let mut ws = Search::default();
     (0..count)
-        .map(|_| {
+        .map(|_| loop {
             let a = rng.below(g.n as u64) as u32;
             let mut b = rng.below(g.n as u64 - 1) as u32;
             if b >= a {
                 b += 1;
             }
-            g.path(a, b, &mut prev)
+            if let Some(p) = g.path_within(a, b, max.max(2), &mut ws) {
+                break p;
+            }
         })
         .collect()
 }
@@ -220,9 +272,14 @@ fn scenario(g: &Graph, a: &GenArgs) -> Result<String> {
         ))
         .into());
     }
-    let paths = flows(g, a.flows, a.seed);
+    let paths = flows(g, a.flows, a.seed, max_routers(a.size));
     let share = a.load / busiest(&paths) as f64;
     let rate_kbit = (share * f64::from(a.mbit) * 1000.0).floor().max(1.0) as u64;
+    // packets per reserved frame: enough that a frame per frame carries the rate
+    let bits_per_frame = u128::from(rate_kbit) * 1000 * a.tf.as_nanos().max(1) as u128;
+    let packets = bits_per_frame
+        .div_ceil(u128::from(a.size) * 8 * 1_000_000_000)
+        .max(1);
     let mut s = String::new();
     let name = format!("gen-{:?}-{}", a.topology, g.n).to_lowercase();
     let _ = writeln!(s, "# Generated by `lockstep sim gen` (seed {}): {:?}, {} routers, {} links, {} flows of {rate_kbit} kbit/s\n# loading the busiest link to {}.", a.seed, a.topology, g.n, g.links.len(), a.flows, a.load);
@@ -261,7 +318,7 @@ fn scenario(g: &Graph, a: &GenArgs) -> Result<String> {
         let hops: Vec<String> = p.iter().map(|r| format!("\"r{r}\"")).collect();
         let _ = writeln!(
             s,
-            "\n[[flow]]\nname = \"f{i}\"\npath = [\"s{i}\", {}, \"d{i}\"]\nsize = \"{}B\"\npackets = 1\nrate = \"{rate_kbit}kbit/s\"",
+            "\n[[flow]]\nname = \"f{i}\"\npath = [\"s{i}\", {}, \"d{i}\"]\nsize = \"{}B\"\npackets = {packets}\nrate = \"{rate_kbit}kbit/s\"",
             hops.join(", "),
             a.size
         );
@@ -277,7 +334,7 @@ mod tests {
     fn topologies_have_the_expected_shape() {
         let r = ring(5);
         assert_eq!(r.links.len(), 5);
-        let mut prev = Vec::new();
+        let mut prev = Search::default();
         assert_eq!(r.path(0, 3, &mut prev), vec![0, 4, 3]);
         let g = grid(10);
         assert_eq!((g.n, g.links.len()), (9, 12));
@@ -285,8 +342,33 @@ mod tests {
         let f = fat_tree(20);
         // k = 4: 4 cores, 8 aggregation, 8 edge; 16 + 16 links
         assert_eq!((f.n, f.links.len()), (20, 32));
-        let paths = flows(&g, 50, 3);
+        let paths = flows(&g, 50, 3, 12);
         assert!(paths.iter().all(|p| p.len() >= 2 && p[0] != p[p.len() - 1]));
-        assert_eq!(paths, flows(&g, 50, 3));
+        assert_eq!(paths, flows(&g, 50, 3, 12));
+    }
+
+    #[test]
+    fn paths_stay_within_the_probes_hop_records() {
+        assert_eq!(
+            (max_routers(348), max_routers(500), max_routers(1500)),
+            (8, 12, 44)
+        );
+        let g = grid(400);
+        let mut ws = Search::default();
+        // 0 → 399: corner to corner, 39 routers
+        assert_eq!(g.path(0, 399, &mut ws).len(), 39);
+        assert_eq!(g.path_within(0, 399, 38, &mut ws), None);
+        assert_eq!(
+            g.path_within(0, 399, 39, &mut ws),
+            Some(g.path(0, 399, &mut ws))
+        );
+        let paths = flows(&g, 200, 1, 5);
+        assert!(paths.iter().all(|p| (2..=5).contains(&p.len())));
+        // within reach, each path is the plain shortest one
+        for p in &paths {
+            assert_eq!(p, &g.path(p[0], p[p.len() - 1], &mut ws));
+        }
+        let ring = ring(1000);
+        assert!(flows(&ring, 50, 2, 8).iter().all(|p| p.len() <= 8));
     }
 }

@@ -20,7 +20,7 @@ use crate::lab::results::{
 };
 use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
 use crate::report::html::LabReport;
-use crate::report::{finish_lab_run, ResultDoc};
+use crate::report::{finish_lab_run_streamed, ResultDoc};
 use crate::UsageError;
 
 /// Simulated time after the traffic ends for what is in flight to arrive.
@@ -33,7 +33,13 @@ pub struct SimOutcome {
     pub run: RunSpec,
     pub collected: Collected,
     pub stats: EngineStats,
+    /// Wall time of the simulation itself (the event loop).
     pub wall_ns: i64,
+    /// Wall time to plan the run and to build the simulated network.
+    pub plan_ns: i64,
+    pub build_ns: i64,
+    /// The process's peak resident memory when the simulation ended.
+    pub peak_rss_bytes: Option<u64>,
     pub loads: Vec<LoadLine>,
     /// Each router's slips and drops by reason (from its events), in plan order.
     pub node_events: Vec<(String, NodeEventSummary)>,
@@ -73,6 +79,7 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
 }
 
 pub fn run(args: SimRunArgs) -> Result<()> {
+    let loading = wall_ns();
     let file = ScenarioFile::read(&args.scenario)?;
     check_kind(&file)?;
     let text = file.text().to_string();
@@ -87,11 +94,13 @@ pub fn run(args: SimRunArgs) -> Result<()> {
             .into())
         }
     };
-    run_scenario(&s, &args)
+    let load_ns = wall_ns() - loading;
+    run_scenario(&s, &args, load_ns)
 }
 
-/// Simulates a parsed scenario (`args.scenario` names it in messages).
-pub fn run_scenario(s: &Scenario, args: &SimRunArgs) -> Result<()> {
+/// Simulates a parsed scenario (`args.scenario` names it in messages; `load_ns`: the
+/// wall time it took to read and check it).
+pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<()> {
     if s.modes.contains(&RunMode::Kernel) {
         return Err(UsageError(format!(
             "{}: scenario.modes: \"kernel\" (Linux forwarding) runs only in the lab; simulate with --modes fifo,tdp",
@@ -112,11 +121,15 @@ pub fn run_scenario(s: &Scenario, args: &SimRunArgs) -> Result<()> {
     let runs = s.runs();
     let mut outcomes = Vec::new();
     for (i, run) in runs.iter().enumerate() {
+        let planning = wall_ns();
         let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
+        let plan_ns = wall_ns() - planning;
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
-        outcomes.push(simulate(&p, &opts, duration, &prefix, args.quiet)?);
+        let mut o = simulate(&p, &opts, duration, &prefix, args.quiet)?;
+        o.plan_ns = plan_ns;
+        outcomes.push(o);
     }
-    finish(s, args, &opts, &mut doc, &dir, &outcomes)
+    finish(s, args, &opts, &mut doc, &dir, outcomes, load_ns)
 }
 
 fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration) -> Value {
@@ -154,7 +167,9 @@ pub fn simulate(
     prefix: &str,
     quiet: bool,
 ) -> Result<SimOutcome> {
+    let building = wall_ns();
     let mut e = lockstep_sim::engine(p, opts).map_err(|e| UsageError(e.to_string()))?;
+    let build_ns = wall_ns() - building;
     let ids = node_ids(p);
     let tx = TxJoin::default();
     let none = BTreeMap::new();
@@ -176,6 +191,7 @@ pub fn simulate(
     e.stop_sources();
     e.run_until(end.saturating_add(DRAIN_NS), &mut |_, d| meter.add(d));
     let wall = wall_ns() - started;
+    let peak_rss_bytes = lockstep_linux::rusage::peak_rss_bytes();
     let measured: BTreeMap<u32, _> = inputs.iter().map(|f| f.id).zip(meter.finish()).collect();
     let routers: Vec<lockstep_core::tdp::NodeCounters> =
         routers_named(&e).map(|(_, c)| c.clone()).collect();
@@ -194,6 +210,9 @@ pub fn simulate(
         collected,
         stats: e.stats(),
         wall_ns: wall,
+        plan_ns: 0,
+        build_ns,
+        peak_rss_bytes,
         loads: loads(p, &e),
         node_events: e
             .node_events()
@@ -260,7 +279,8 @@ fn finish(
     opts: &SimOptions,
     doc: &mut ResultDoc,
     dir: &Path,
-    outcomes: &[SimOutcome],
+    outcomes: Vec<SimOutcome>,
+    load_ns: i64,
 ) -> Result<()> {
     let mut notes = vec![format!(
         "simulated (virtual time): host model {}, processing {} per packet, framing {} ({} bytes per frame beyond the IP packet), seed {}",
@@ -273,7 +293,7 @@ fn finish(
     if !s.description.is_empty() {
         notes.push(s.description.clone());
     }
-    for o in outcomes {
+    for o in &outcomes {
         for l in &o.loads {
             notes.push(format!(
                 "{}: load {}: sent {}, delivered {}",
@@ -281,42 +301,45 @@ fn finish(
             ));
         }
     }
+    let table = human(s, dir, &outcomes, load_ns);
+    doc.insert("runs", outcomes.iter().map(run_json).collect::<Vec<_>>());
+    let perf: Vec<Value> = outcomes.iter().map(perf_json).collect();
     let report = LabReport {
         title: format!("lockstep sim: {} (simulated)", s.name),
         scenario: s.name.clone(),
-        generated_at: doc.started_at.clone(),
-        command: doc.command.clone(),
-        host: serde_json::to_value(&doc.host).unwrap_or(Value::Null),
-        runs: outcomes
-            .iter()
-            .map(|o| o.collected.report.clone())
-            .collect(),
+        generated_at: String::new(),
+        command: Vec::new(),
+        host: Value::Null,
+        runs: outcomes.into_iter().map(|o| o.collected.report).collect(),
         notes,
     };
     // `results` is fixed by the seed byte for byte: the report's wall-clock time,
     // argument vector (it names the output directory) and host facts stay out of it
     // (the document has them as `started_at`, `command` and `host`; report.html shows
     // them)
-    let in_results = LabReport {
-        generated_at: String::new(),
-        command: Vec::new(),
-        host: Value::Null,
-        ..report.clone()
+    doc.insert("report", &report);
+    let report = LabReport {
+        generated_at: doc.started_at.clone(),
+        command: doc.command.clone(),
+        host: serde_json::to_value(&doc.host).unwrap_or(Value::Null),
+        ..report
     };
-    doc.insert("report", &in_results);
-    doc.insert("runs", outcomes.iter().map(run_json).collect::<Vec<_>>());
-    let perf: Vec<Value> = outcomes.iter().map(perf_json).collect();
-    // wall-clock figures stay out of `results`, which a seed fixes byte for byte
+    // the document without copying its results (the bulk of it)
+    let results = std::mem::take(&mut doc.results);
     let mut v = serde_json::to_value(&*doc)?;
     if let Value::Object(m) = &mut v {
+        m.insert("results".into(), Value::Object(results));
+        // wall-clock figures stay out of `results`, which a seed fixes byte for byte
         m.insert(
             "performance".into(),
-            json!({"runs": perf, "peak_rss_bytes": lockstep_linux::rusage::peak_rss_bytes()}),
+            json!({
+                "load_ns": load_ns,
+                "runs": perf,
+                "peak_rss_bytes": lockstep_linux::rusage::peak_rss_bytes(),
+            }),
         );
     }
-    let text = serde_json::to_string_pretty(&v)?;
-    let table = human(s, dir, outcomes);
-    finish_lab_run(dir, &text, &report, &table, args.json)
+    finish_lab_run_streamed(dir, &v, report, &table, args.json)
 }
 
 fn run_json(o: &SimOutcome) -> Value {
@@ -378,16 +401,19 @@ fn perf_json(o: &SimOutcome) -> Value {
     let secs = o.wall_ns.max(1) as f64 / 1e9;
     json!({
         "label": o.run.label,
+        "plan_ns": o.plan_ns,
+        "build_ns": o.build_ns,
         "wall_ns": o.wall_ns,
         "events": o.stats.events,
         "packet_hops": o.stats.packet_hops,
         "events_per_s": o.stats.events as f64 / secs,
         "packet_hops_per_s": o.stats.packet_hops as f64 / secs,
         "peak_events_queued": o.stats.peak_events,
+        "peak_rss_bytes_simulated": o.peak_rss_bytes,
     })
 }
 
-fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome]) -> String {
+fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome], load_ns: i64) -> String {
     let mut out = String::from("simulated (virtual time)\n");
     for o in outcomes.iter().filter(|o| !o.collected.lines.is_empty()) {
         out.push_str(&tables::run_table(&o.run, &o.collected.lines));
@@ -403,6 +429,11 @@ fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome]) -> String {
         out.push_str(&t);
         out.push('\n');
     }
+    let secs = |ns: i64| ns.max(1) as f64 / 1e9;
+    out.push_str(&format!(
+        "scenario read and checked in {:.2}s wall\n",
+        secs(load_ns)
+    ));
     for o in outcomes {
         let lines: Vec<String> = o
             .node_events
@@ -417,14 +448,16 @@ fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome]) -> String {
         }
     }
     for o in outcomes {
-        let secs = o.wall_ns.max(1) as f64 / 1e9;
+        let wall = secs(o.wall_ns);
         out.push_str(&format!(
-            "{}: {} events, {} packet-hops in {secs:.2}s wall ({:.2} M events/s, {:.2} M packet-hops/s)\n",
+            "{}: planned in {:.2}s, built in {:.2}s; {} events, {} packet-hops in {wall:.2}s wall ({:.2} M events/s, {:.2} M packet-hops/s)\n",
             o.run.label,
+            secs(o.plan_ns),
+            secs(o.build_ns),
             o.stats.events,
             o.stats.packet_hops,
-            o.stats.events as f64 / secs / 1e6,
-            o.stats.packet_hops as f64 / secs / 1e6,
+            o.stats.events as f64 / wall / 1e6,
+            o.stats.packet_hops as f64 / wall / 1e6,
         ));
     }
     out.push_str(&format!(
