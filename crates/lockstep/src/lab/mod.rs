@@ -465,6 +465,7 @@ fn demo_sim_args(args: &DemoArgs) -> crate::sim::SimRunArgs {
         output: args.output.as_ref().map(|o| o.join("simulated")),
         json: false,
         quiet: args.quiet,
+        packets: false,
         overrides: OverrideArgs {
             tf: None,
             modes: None,

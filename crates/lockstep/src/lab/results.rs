@@ -26,11 +26,12 @@ use std::path::Path;
 use lockstep_core::stats::{Histogram, Summary};
 use lockstep_core::tdp::Role;
 use lockstep_core::tdp::{Delivery, NodeCounters, PortCounters};
-use lockstep_core::wire::{HopKind, HopRecord, ProbeRepr, MAX_HOPS, NOT_FILLED};
+use lockstep_core::wire::NOT_FILLED;
 use serde_json::Value;
 
 use super::plan::Plan;
 use crate::report::html::{Component, FlowReport, HopReport, RunReport};
+pub use crate::report::samples::{parse_row, Columns};
 
 /// Most points of an inter-arrival series in the report.
 pub const SERIES_MAX: usize = 4000;
@@ -39,32 +40,6 @@ pub const SERIES_MAX: usize = 4000;
 /// split uses the application's send times (a few µs of kernel TX path move from
 /// "link" to "residence") and memory stays bounded.
 pub const TX_JOIN_MAX: usize = 2_000_000;
-
-/// Column positions from a CSV header line.
-#[derive(Clone, Debug, Default)]
-pub struct Columns(HashMap<String, usize>);
-
-impl Columns {
-    pub fn parse(header: &str) -> Columns {
-        Columns(
-            header
-                .split(',')
-                .enumerate()
-                .map(|(i, c)| (c.trim().to_string(), i))
-                .collect(),
-        )
-    }
-
-    pub fn get(&self, name: &str) -> Option<usize> {
-        self.0.get(name).copied()
-    }
-}
-
-/// Splits a data line into integers (empty or malformed cells are `None`).
-pub fn parse_row(line: &str, out: &mut Vec<Option<i64>>) {
-    out.clear();
-    out.extend(line.split(',').map(|c| c.trim().parse().ok()));
-}
 
 fn cell(row: &[Option<i64>], i: Option<usize>) -> Option<i64> {
     i.and_then(|i| row.get(i).copied().flatten())
@@ -451,40 +426,6 @@ fn decompose(a: &mut Acc<'_>, d: &Delivery, ids: &HashMap<u32, String>, tx: &TxJ
     }
 }
 
-/// One row of a receiver's packet file as the delivery it records.
-fn delivery_of(
-    row: &[Option<i64>],
-    cols: &[Option<usize>; 8],
-    hop_cols: &[[Option<usize>; 4]],
-) -> Option<Delivery> {
-    let get = |i: usize| cell(row, cols[i]);
-    let mut probe = ProbeRepr {
-        flow_id: get(0)? as u32,
-        seq: get(1)? as u64,
-        frame: get(2).unwrap_or(0),
-        t0_ns: get(3).unwrap_or(NOT_FILLED),
-        t_wake_ns: get(4).unwrap_or(NOT_FILLED),
-        t_send_ns: get(5).unwrap_or(NOT_FILLED),
-        ..ProbeRepr::default()
-    };
-    for hc in hop_cols.iter().take(MAX_HOPS) {
-        let Some(node) = cell(row, hc[0]) else { break };
-        probe.hops[usize::from(probe.hop_count)] = HopRecord {
-            node: node as u32,
-            kind: HopKind::Router,
-            rx_kernel_ns: cell(row, hc[1]).unwrap_or(NOT_FILLED),
-            rx_app_ns: cell(row, hc[2]).unwrap_or(NOT_FILLED),
-            tx_app_ns: cell(row, hc[3]).unwrap_or(NOT_FILLED),
-        };
-        probe.hop_count += 1;
-    }
-    Some(Delivery {
-        probe,
-        kernel_rx_ns: filled(get(6)),
-        app_rx_ns: get(7).unwrap_or(NOT_FILLED),
-    })
-}
-
 /// Measures every flow of one receiver from its packet CSV in one pass.
 pub fn measure_flows<'a>(
     packets: impl BufRead,
@@ -495,39 +436,8 @@ pub fn measure_flows<'a>(
     tx: &'a TxJoin,
 ) -> Vec<FlowMeasure> {
     let mut meter = FlowsMeter::new(flows, tf_ns, span_ns, ids, tx);
-    let mut lines = packets.lines();
-    let Some(Ok(header)) = lines.next() else {
-        return meter.finish();
-    };
-    let c = Columns::parse(&header);
-    let names = [
-        "flow",
-        "seq",
-        "frame",
-        "t0",
-        "t_wake",
-        "t_send",
-        "kernel_rx",
-        "app_rx",
-    ];
-    let cols: [Option<usize>; 8] = names.map(|n| c.get(n));
-    let hop_cols: Vec<[Option<usize>; 4]> = (1..)
-        .map_while(|h| {
-            let node = c.get(&format!("h{h}_node"))?;
-            Some([
-                Some(node),
-                c.get(&format!("h{h}_rx_kernel")),
-                c.get(&format!("h{h}_rx_app")),
-                c.get(&format!("h{h}_tx_app")),
-            ])
-        })
-        .collect();
-    let mut row = Vec::new();
-    for line in lines.map_while(Result::ok) {
-        parse_row(&line, &mut row);
-        if let Some(d) = delivery_of(&row, &cols, &hop_cols) {
-            meter.add(&d);
-        }
+    for d in crate::report::packets::read(packets) {
+        meter.add(&d);
     }
     meter.finish()
 }

@@ -7,17 +7,15 @@
 //! the call returns. With the `spin` strategy the socket is busy-polled; otherwise
 //! the receive blocks (in slices of [`BLOCK_SLICE`] so that the end of the run and
 //! SIGTERM are noticed). With `samples = true` and `--output`, every probe the
-//! receiver hands out as a [`Delivery`] becomes a row of `DIR/<name>-packets.csv`:
-//! `flow,seq,frame,t0,t_wake,t_send,kernel_rx,app_rx,latency` then, for each of
-//! [`CSV_HOPS`] hops, `hN_node,hN_rx_kernel,hN_rx_app,hN_tx_app` (empty when absent).
+//! receiver hands out as a [`Delivery`](lockstep_core::tdp::Delivery) becomes a row of `DIR/<name>-packets.csv`
+//! (the per-packet file, [`crate::report::packets`]).
 
 use std::net::SocketAddrV4;
 
 use anyhow::{Context, Result};
 use lockstep_core::measure::decomp::{FlowResult, RxCounters};
 use lockstep_core::stats::Summary;
-use lockstep_core::tdp::{Delivery, Receiver};
-use lockstep_core::wire::MAX_HOPS;
+use lockstep_core::tdp::Receiver;
 use lockstep_core::{ClockId, Duration, Instant};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{RecvMode, TimestampConfig, UdpSocket};
@@ -26,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::{csv, Ctx, Outcome, StopReason};
 use crate::report::human::fmt_ns;
-use crate::report::SampleWriter;
+use crate::report::packets::{self, PacketWriter};
 use crate::EnvError;
 
 /// How long one blocking receive waits before the loop looks at the clock again.
@@ -37,8 +35,6 @@ const SLOT: usize = 9216;
 const SOCKET_RCVBUF: usize = 4 << 20;
 /// Re-measure the REALTIME → node clock offset this often.
 const REMAP_EVERY_NS: i64 = 1_000_000_000;
-/// Hop columns in the per-packet CSV.
-pub const CSV_HOPS: usize = 4;
 
 pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
     let live = ctx.file.live.clone();
@@ -76,7 +72,6 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
         rx: Receiver::new(samples.is_some()),
         samples,
         buf,
-        row: vec![None; 9 + 4 * CSV_HOPS],
         mode,
         map: ClockMap::measure(ctx.clock),
     };
@@ -121,46 +116,26 @@ fn open(ctx: &mut Ctx, bind: SocketAddrV4) -> Result<(UdpSocket, bool)> {
 }
 
 /// `DIR/<name>-packets.csv` when `samples = true` and `--output` was given.
-fn samples_writer(ctx: &mut Ctx, samples: bool) -> Result<Option<SampleWriter>> {
+fn samples_writer(ctx: &mut Ctx, samples: bool) -> Result<Option<PacketWriter>> {
     if !samples {
         return Ok(None);
     }
-    let mut header: Vec<String> = [
-        "flow",
-        "seq",
-        "frame",
-        "t0",
-        "t_wake",
-        "t_send",
-        "kernel_rx",
-        "app_rx",
-        "latency",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    for h in 1..=CSV_HOPS {
-        for f in ["node", "rx_kernel", "rx_app", "tx_app"] {
-            header.push(format!("h{h}_{f}"));
-        }
-    }
+    let header = packets::header();
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let w = csv(ctx, "-packets.csv", &header)?;
     if w.is_none() {
         ctx.warn("samples = true needs --output DIR: no per-packet file written");
     }
-    Ok(w)
+    Ok(w.map(PacketWriter::over))
 }
 
 /// The socket, the receiver state machine and the per-packet file.
 struct Driver {
     sock: UdpSocket,
     rx: Receiver,
-    samples: Option<SampleWriter>,
+    samples: Option<PacketWriter>,
     /// Receive slots, [`SLOT`] bytes each.
     buf: Vec<u8>,
-    /// The CSV row, reused.
-    row: Vec<Option<i64>>,
     mode: RecvMode,
     /// REALTIME → node clock, re-measured every [`REMAP_EVERY_NS`].
     map: ClockMap,
@@ -198,7 +173,6 @@ impl Driver {
             rx,
             samples,
             buf,
-            row,
             mode,
             map,
         } = self;
@@ -213,7 +187,7 @@ impl Driver {
             rx.handle_packet(app, kernel, data);
             while let Some(d) = rx.poll_event() {
                 if let Some(w) = samples.as_mut() {
-                    if let Err(e) = write_delivery(w, row, &d) {
+                    if let Err(e) = w.write(&d) {
                         err.get_or_insert(e);
                     }
                 }
@@ -322,27 +296,4 @@ fn summary(c: &RxCounters, flows: &[FlowResult]) -> (Lines, Vec<(String, Summary
         }
     }
     (lines, dists)
-}
-
-/// One row of the per-packet CSV (`row` is reused: nothing allocates).
-fn write_delivery(w: &mut SampleWriter, row: &mut [Option<i64>], d: &Delivery) -> Result<()> {
-    let p = &d.probe;
-    row.iter_mut().for_each(|c| *c = None);
-    row[0] = Some(i64::from(p.flow_id));
-    row[1] = i64::try_from(p.seq).ok();
-    row[2] = Some(p.frame);
-    row[3] = Some(p.t0_ns);
-    row[4] = Some(p.t_wake_ns);
-    row[5] = Some(p.t_send_ns);
-    row[6] = d.kernel_rx_ns;
-    row[7] = Some(d.app_rx_ns);
-    row[8] = Some(d.latency_ns());
-    for (i, h) in p.hops().iter().take(CSV_HOPS.min(MAX_HOPS)).enumerate() {
-        let at = 9 + 4 * i;
-        row[at] = Some(i64::from(h.node));
-        row[at + 1] = Some(h.rx_kernel_ns);
-        row[at + 2] = Some(h.rx_app_ns);
-        row[at + 3] = Some(h.tx_app_ns);
-    }
-    w.row(row)
 }

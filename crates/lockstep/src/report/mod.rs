@@ -3,6 +3,7 @@
 
 pub mod html;
 pub mod human;
+pub mod packets;
 pub mod samples;
 pub mod svg;
 

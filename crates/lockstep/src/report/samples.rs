@@ -1,6 +1,7 @@
 //! Raw per-sample CSV, streamed to disk as the run goes (never held in memory) and
 //! flushed often so a crash loses at most the last few rows.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -67,4 +68,30 @@ impl Drop for SampleWriter {
     fn drop(&mut self) {
         let _ = self.out.flush();
     }
+}
+
+/// Column positions from a CSV header line.
+#[derive(Clone, Debug, Default)]
+pub struct Columns(HashMap<String, usize>);
+
+impl Columns {
+    pub fn parse(header: &str) -> Columns {
+        Columns(
+            header
+                .split(',')
+                .enumerate()
+                .map(|(i, c)| (c.trim().to_string(), i))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, name: &str) -> Option<usize> {
+        self.0.get(name).copied()
+    }
+}
+
+/// Splits a data line into integers (empty or malformed cells are `None`).
+pub fn parse_row(line: &str, out: &mut Vec<Option<i64>>) {
+    out.clear();
+    out.extend(line.split(',').map(|c| c.trim().parse().ok()));
 }

@@ -68,6 +68,11 @@ pub struct SimRunArgs {
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Also write each receiver's per-packet file, `<run>/<receiver>-packets.csv` in
+    /// the result directory, as the lab does (one row per packet: large runs make
+    /// large files).
+    #[arg(long)]
+    pub packets: bool,
     #[command(flatten)]
     pub overrides: OverrideArgs,
 }

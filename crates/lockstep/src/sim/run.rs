@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use lockstep_core::tdp::SlipOutcome;
+use lockstep_core::tdp::{Role, SlipOutcome};
 use lockstep_core::{ClockId, Duration};
 use lockstep_plan::plan::{plan, Plan};
 use lockstep_plan::scenario::{RunMode, RunSpec, Scenario};
@@ -20,6 +20,7 @@ use crate::lab::results::{
 };
 use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
 use crate::report::html::LabReport;
+use crate::report::packets::PacketWriter;
 use crate::report::{finish_lab_run_streamed, ResultDoc};
 use crate::UsageError;
 
@@ -125,7 +126,8 @@ pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<()>
         let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
         let plan_ns = wall_ns() - planning;
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
-        let mut o = simulate(&p, &opts, duration, &prefix, args.quiet)?;
+        let packets = args.packets.then(|| dir.join(&run.dir));
+        let mut o = simulate(&p, &opts, duration, &prefix, args.quiet, packets.as_deref())?;
         o.plan_ns = plan_ns;
         outcomes.push(o);
     }
@@ -159,14 +161,34 @@ fn wall_ns() -> i64 {
     lockstep_linux::now(ClockId::Monotonic).ns
 }
 
-/// Runs one planned run and measures it.
+/// Each receiver's per-packet file in `dir`, by node index.
+fn packet_writers(p: &Plan, dir: Option<&Path>) -> Result<Vec<Option<PacketWriter>>> {
+    let Some(dir) = dir else {
+        return Ok(Vec::new());
+    };
+    p.nodes
+        .iter()
+        .map(|n| match n.role {
+            Role::Receiver => {
+                PacketWriter::create(&dir.join(format!("{}-packets.csv", n.name))).map(Some)
+            }
+            _ => Ok(None),
+        })
+        .collect()
+}
+
+/// Runs one planned run and measures it; with `packets`, writes every receiver's
+/// per-packet file into that directory.
 pub fn simulate(
     p: &Plan,
     opts: &SimOptions,
     duration: Duration,
     prefix: &str,
     quiet: bool,
+    packets: Option<&Path>,
 ) -> Result<SimOutcome> {
+    let mut writers = packet_writers(p, packets)?;
+    let mut write_err = None;
     let building = wall_ns();
     let mut e = lockstep_sim::engine(p, opts).map_err(|e| UsageError(e.to_string()))?;
     let build_ns = wall_ns() - building;
@@ -179,9 +201,17 @@ pub fn simulate(
     let started = wall_ns();
     let end = opts.start_ns.saturating_add(duration.as_nanos());
     let mut shown = started;
+    let mut on_delivery = |i: usize, d: &lockstep_core::tdp::Delivery| {
+        meter.add(d);
+        if let Some(Some(w)) = writers.get_mut(i) {
+            if let Err(e) = w.write(d) {
+                write_err.get_or_insert(e);
+            }
+        }
+    };
     while e.now() < end {
         let until = e.now().saturating_add(STEP_NS).min(end);
-        e.run_until(until, &mut |_, d| meter.add(d));
+        e.run_until(until, &mut on_delivery);
         if !quiet && wall_ns() - shown >= 1_000_000_000 {
             shown = wall_ns();
             progress(prefix, &e, opts.start_ns, duration, shown - started);
@@ -189,8 +219,14 @@ pub fn simulate(
     }
     let sent = sent_per_flow(&e);
     e.stop_sources();
-    e.run_until(end.saturating_add(DRAIN_NS), &mut |_, d| meter.add(d));
+    e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
     let wall = wall_ns() - started;
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    for w in writers.into_iter().flatten() {
+        w.finish()?;
+    }
     let peak_rss_bytes = lockstep_linux::rusage::peak_rss_bytes();
     let measured: BTreeMap<u32, _> = inputs.iter().map(|f| f.id).zip(meter.finish()).collect();
     let routers: Vec<lockstep_core::tdp::NodeCounters> =
