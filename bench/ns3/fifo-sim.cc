@@ -99,6 +99,7 @@ class FlowTag : public Tag
     uint32_t flow = 0;
     uint32_t hop = 0;
     int64_t t0 = 0;
+    uint64_t seq = 0; // order in which packets were handed to their links
 
     static TypeId GetTypeId()
     {
@@ -113,7 +114,7 @@ class FlowTag : public Tag
 
     uint32_t GetSerializedSize() const override
     {
-        return 16;
+        return 24;
     }
 
     void Serialize(TagBuffer b) const override
@@ -121,6 +122,7 @@ class FlowTag : public Tag
         b.WriteU32(flow);
         b.WriteU32(hop);
         b.WriteU64((uint64_t)t0);
+        b.WriteU64(seq);
     }
 
     void Deserialize(TagBuffer b) override
@@ -128,6 +130,7 @@ class FlowTag : public Tag
         flow = b.ReadU32();
         hop = b.ReadU32();
         t0 = (int64_t)b.ReadU64();
+        seq = b.ReadU64();
     }
 
     void Print(std::ostream& os) const override
@@ -266,6 +269,21 @@ struct FlowState
 
 std::vector<FlowState> g_flows;
 int64_t g_endNs = 0;
+uint64_t g_seq = 0;
+// --ties=lockstep: the packets that arrive at one instant, forwarded together after
+// every arrival of that instant (see Flush)
+bool g_lockstepTies = false;
+struct Pending
+{
+    uint64_t seq;
+    uint32_t node;
+    Ptr<Packet> packet;
+};
+std::vector<Pending> g_pending;
+bool g_flushScheduled = false;
+// node-instants at which 2 or more frames arrived (their order is the tie-break's)
+uint64_t g_tiedInstants = 0;
+std::vector<std::pair<int64_t, uint32_t>> g_lastArrival; // per node: instant, frames
 std::map<std::string, std::vector<size_t>> g_hostFlows; // sender -> its flows, in order
 
 // The local time of the flow's next send.
@@ -301,6 +319,7 @@ SendOne(size_t fi, int64_t t0)
     tag.flow = fi;
     tag.hop = 0;
     tag.t0 = t0;
+    tag.seq = g_seq++;
     p->AddPacketTag(tag);
     f.out[0]->Send(p, f.out[0]->GetBroadcast(), 0x0800);
     f.sent++;
@@ -342,6 +361,63 @@ HostWake(std::string host)
     }
 }
 
+// Hands a packet that arrived to its flow's next hop, or records its delay at the end.
+void
+Forward(Ptr<Packet> p)
+{
+    FlowTag tag;
+    p->PeekPacketTag(tag);
+    FlowState& f = g_flows[tag.flow];
+    uint32_t hop = tag.hop + 1;
+    if (hop < f.out.size())
+    {
+        tag.hop = hop;
+        tag.seq = g_seq++;
+        p->ReplacePacketTag(tag);
+        f.out[hop]->Send(p, f.out[hop]->GetBroadcast(), 0x0800);
+        return;
+    }
+    int64_t arrived = Simulator::Now().GetNanoSeconds();
+    f.delays.push_back(f.clock.Local(arrived) - tag.t0);
+}
+
+// lockstep's simulator orders the events of one instant by when they were scheduled,
+// and schedules a frame's arrival when the frame is handed to its link; a node then
+// handles everything that arrived at that instant, in that order, nodes in the order
+// of their first arrival. ns-3 schedules a frame's arrival when its transmission
+// starts, so frames that arrive at one instant can come out in another order. With
+// --ties=lockstep every arrival of the instant is collected and then forwarded in
+// lockstep's order (all of an instant's arrivals are scheduled before it begins: a
+// frame takes time to serialise).
+void
+Flush()
+{
+    g_flushScheduled = false;
+    std::vector<Pending> batch;
+    batch.swap(g_pending);
+    std::stable_sort(batch.begin(), batch.end(), [](const Pending& a, const Pending& b) {
+        return a.seq < b.seq;
+    });
+    std::vector<uint32_t> order; // nodes by first arrival
+    for (auto& x : batch)
+    {
+        if (std::find(order.begin(), order.end(), x.node) == order.end())
+        {
+            order.push_back(x.node);
+        }
+    }
+    for (uint32_t n : order)
+    {
+        for (auto& x : batch)
+        {
+            if (x.node == n)
+            {
+                Forward(x.packet);
+            }
+        }
+    }
+}
+
 // Every node's handler: forward on the flow's next device, or record at the receiver.
 void
 Receive(Ptr<NetDevice> dev,
@@ -351,20 +427,34 @@ Receive(Ptr<NetDevice> dev,
         const Address& to,
         NetDevice::PacketType type)
 {
-    FlowTag tag;
-    packet->PeekPacketTag(tag);
-    FlowState& f = g_flows[tag.flow];
-    uint32_t hop = tag.hop + 1;
-    if (hop < f.out.size())
+    uint32_t node = dev->GetNode()->GetId();
+    int64_t now = Simulator::Now().GetNanoSeconds();
+    auto& last = g_lastArrival[node];
+    if (last.first == now)
     {
-        Ptr<Packet> p = packet->Copy();
-        tag.hop = hop;
-        p->ReplacePacketTag(tag);
-        f.out[hop]->Send(p, f.out[hop]->GetBroadcast(), 0x0800);
+        if (++last.second == 2)
+        {
+            g_tiedInstants++;
+        }
+    }
+    else
+    {
+        last = {now, 1};
+    }
+    Ptr<Packet> p = packet->Copy();
+    if (!g_lockstepTies)
+    {
+        Forward(p);
         return;
     }
-    int64_t arrived = Simulator::Now().GetNanoSeconds();
-    f.delays.push_back(f.clock.Local(arrived) - tag.t0);
+    FlowTag tag;
+    p->PeekPacketTag(tag);
+    g_pending.push_back({tag.seq, node, p});
+    if (!g_flushScheduled)
+    {
+        g_flushScheduled = true;
+        Simulator::ScheduleNow(&Flush);
+    }
 }
 
 } // namespace
@@ -375,11 +465,21 @@ main(int argc, char** argv)
     std::string scenario = "line";
     double duration = 60;
     std::string scheduler = "map";
+    std::string ties = "ns3";
     CommandLine cmd;
     cmd.AddValue("scenario", "line or mesh4", scenario);
     cmd.AddValue("duration", "simulated traffic time (s)", duration);
     cmd.AddValue("scheduler", "ns-3 event scheduler: map, heap, calendar or list", scheduler);
+    cmd.AddValue("ties",
+                 "order of frames arriving at one instant: ns3 (its event order) or lockstep",
+                 ties);
     cmd.Parse(argc, argv);
+    if (ties != "ns3" && ties != "lockstep")
+    {
+        fprintf(stderr, "--ties: ns3 or lockstep\n");
+        return 2;
+    }
+    g_lockstepTies = ties == "lockstep";
 
     std::map<std::string, std::string> schedulers = {{"map", "ns3::MapScheduler"},
                                                      {"heap", "ns3::HeapScheduler"},
@@ -415,6 +515,7 @@ main(int argc, char** argv)
     {
         nodes[n] = CreateObject<Node>();
     }
+    g_lastArrival.assign(nodes.size(), {-1, 0});
     // the queue limit of crates/sim/src/build.rs: 100 ms at the link rate
     uint64_t limit = std::max<uint64_t>(RATE_BPS * QUEUE_TIME_NS / 8 / 1000000000ULL, 3028);
     PointToPointHelper p2p;
@@ -489,14 +590,16 @@ main(int argc, char** argv)
         Ptr<PointToPointNetDevice> p = DynamicCast<PointToPointNetDevice>(d.second);
         drops += p->GetQueue()->GetTotalDroppedPackets();
     }
-    printf("{\"scenario\":\"%s\",\"duration_s\":%g,\"scheduler\":\"%s\",\"wall_ns\":%" PRId64
-           ",\"events\":%" PRIu64 ",\"queue_drops\":%" PRIu64 ",\"flows\":[",
+    printf("{\"scenario\":\"%s\",\"duration_s\":%g,\"scheduler\":\"%s\",\"ties\":\"%s\",\"wall_ns\":%" PRId64
+           ",\"events\":%" PRIu64 ",\"queue_drops\":%" PRIu64 ",\"tied_instants\":%" PRIu64 ",\"flows\":[",
            scenario.c_str(),
            duration,
            scheduler.c_str(),
+           ties.c_str(),
            wallNs,
            events,
-           drops);
+           drops,
+           g_tiedInstants);
     for (size_t i = 0; i < g_flows.size(); i++)
     {
         FlowState& f = g_flows[i];
