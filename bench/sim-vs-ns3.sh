@@ -18,10 +18,10 @@
 # mean is exact, its p99 comes from a log-bucket histogram (within 1/128); ns-3's p99
 # is the exact nearest-rank value.
 #
-# ns-3 runs twice per scenario: as ns-3 orders its events (`--ties=ns3`, the timed
-# run and the comparison), and with the frames that arrive at one instant forwarded
-# in lockstep's event order (`--ties=lockstep`), which shows how much of a difference
-# is the order of simultaneous arrivals and nothing else.
+# ns-3 runs in two ways per scenario: as ns-3 orders its events (`--ties=ns3`: the
+# timed runs and the comparison), and once with the frames that arrive at one instant
+# forwarded in lockstep's event order (`--ties=lockstep`: the "same ties" column),
+# which shows how much of a difference is the order of simultaneous arrivals.
 #
 # Wall time: the event loop only, both sides (lockstep: `performance.runs[].wall_ns`;
 # ns-3: Simulator::Run()), each over D seconds of traffic plus 1 s for what is in
