@@ -29,10 +29,16 @@
 // - Run: traffic from 1 s to 1 s + DURATION (a send due exactly at the end still goes),
 //   then 1 s more for what is in flight, like `lockstep sim run`.
 //
-// Output (stdout, one JSON object): per flow count, mean, p99 (nearest rank), max, min
-// in ns; packets sent and dropped; wall time of Simulator::Run() and events executed.
+// - Ties: frames that arrive at one node at the same nanosecond are forwarded in
+//   ns-3's event order (--ties=ns3, the default) or in lockstep's (--ties=lockstep; see
+//   Flush): the one place where the two simulators' results can differ.
 //
-//   fifo-sim --scenario=line|mesh4 --duration=SECONDS [--scheduler=map|heap|calendar|list]
+// Output (stdout, one JSON object): per flow packets sent, count, mean, p99 (nearest
+// rank), max, min in ns; queue drops; node-instants with 2+ frames arriving at once;
+// wall time of Simulator::Run() and events executed.
+//
+//   fifo-sim --scenario=line|mesh4 --duration=SECONDS [--ties=ns3|lockstep]
+//            [--scheduler=map|heap|calendar|list]
 
 #include "ns3/core-module.h"
 #include "ns3/network-module.h"
