@@ -164,6 +164,17 @@ fn slow_ppb(s: &Scenario, ordinal: u32) -> i64 {
     from_load + i64::from(s.source_drift_ppb) * i64::from(ordinal)
 }
 
+/// The token bucket the lab gives a shaped link's `tc tbf`: at least two full
+/// frames (tbf refuses less than one), or 50 us worth at high rates so the kernel's
+/// timer can keep up.
+pub fn tbf_burst(rate_bps: u64) -> u32 {
+    let fifty_us = rate_bps / 8 / 20_000;
+    (fifty_us.max(3028)).min(u64::from(u32::MAX)) as u32
+}
+
+/// How long a shaped link may queue (beyond that tbf drops, like a full switch port).
+pub const TBF_LATENCY: Duration = Duration::from_millis(100);
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowPlan {
     pub id: u32,

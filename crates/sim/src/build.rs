@@ -6,15 +6,15 @@ use std::net::SocketAddrV4;
 
 use lockstep_core::net::PortId;
 use lockstep_core::tdp::{Mode, Node, Receiver, Role, Sender, SenderFlow};
-use lockstep_plan::plan::{LoadPlan, NodePlan, Plan};
+use lockstep_plan::plan::{tbf_burst, IfacePlan, LoadPlan, NodePlan, Plan};
 use lockstep_plan::scenario::RunMode;
 use thiserror::Error;
 
 use crate::engine::{Kind, SimNode};
 use crate::host::{Cbr, FlowAddr, Host, Iface};
-use crate::link::{Framing, LinkDir};
+use crate::link::{Discipline, LinkDir};
 use crate::rng::Rng;
-use crate::SimOptions;
+use crate::{LinkModel, SimOptions};
 
 /// A plan the simulator cannot run.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -52,7 +52,7 @@ pub fn build(plan: &Plan, opts: &SimOptions) -> Result<Vec<SimNode>, BuildError>
         let ports = n
             .ifaces
             .iter()
-            .map(|f| port_link(plan, f.link, f.peer, f.rate_bps, opts.framing, opts))
+            .map(|f| port_link(plan, f, opts))
             .collect::<Result<Vec<_>, _>>()?;
         let mut node = SimNode::new(
             n.name.clone(),
@@ -69,14 +69,8 @@ pub fn build(plan: &Plan, opts: &SimOptions) -> Result<Vec<SimNode>, BuildError>
     Ok(nodes)
 }
 
-fn port_link(
-    plan: &Plan,
-    link: usize,
-    peer: usize,
-    rate_bps: u64,
-    framing: Framing,
-    opts: &SimOptions,
-) -> Result<crate::engine::Port, BuildError> {
+fn port_link(plan: &Plan, f: &IfacePlan, opts: &SimOptions) -> Result<crate::engine::Port, BuildError> {
+    let (link, peer, rate_bps) = (f.link, f.peer, f.rate_bps);
     let pn = &plan.nodes[peer];
     let to_port = pn
         .ifaces
@@ -84,8 +78,16 @@ fn port_link(
         .position(|f| f.link == link)
         .ok_or_else(|| node_err(pn, format!("no interface on link {link}")))?;
     let limit = (u128::from(rate_bps) * u128::from(QUEUE_TIME_NS) / 8 / 1_000_000_000) as u64;
+    let wire = LinkDir::new(rate_bps, opts.propagation_ns, limit.max(3028), opts.framing);
+    let link_dir = match (opts.links, f.shape) {
+        (LinkModel::Wire, _) => wire,
+        (LinkModel::Veth, true) => wire.with_discipline(Discipline::Tbf {
+            burst: u64::from(tbf_burst(rate_bps)),
+        }),
+        (LinkModel::Veth, false) => wire.with_discipline(Discipline::Instant),
+    };
     Ok(crate::engine::Port {
-        link: LinkDir::new(rate_bps, opts.propagation_ns, limit.max(3028), framing),
+        link: link_dir,
         to: peer as u32,
         to_port: to_port as u16,
     })

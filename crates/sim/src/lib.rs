@@ -31,7 +31,7 @@ pub mod source;
 pub use build::{build, BuildError};
 pub use engine::{Engine, EngineStats, Kind, NodeClock, NodeEventSummary, SimNode};
 pub use hostmodel::{HostModel, Measured, ModelError};
-pub use link::Framing;
+pub use link::{Discipline, Framing};
 
 use std::collections::BTreeMap;
 
@@ -53,6 +53,18 @@ pub struct SimOptions {
     pub clocks: BTreeMap<String, NodeClock>,
     pub framing: Framing,
     pub propagation_ns: i64,
+    pub links: LinkModel,
+}
+
+/// What the simulated links are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinkModel {
+    /// Ports that serialise every frame at the link rate (real Ethernet).
+    #[default]
+    Wire,
+    /// What the lab's links are: veths that hand a frame over at once, behind `tc
+    /// tbf` at the link rate with the lab's bucket where the link is shaped.
+    Veth,
 }
 
 impl Default for SimOptions {
@@ -66,6 +78,7 @@ impl Default for SimOptions {
             clocks: BTreeMap::new(),
             framing: Framing::Ethernet,
             propagation_ns: 0,
+            links: LinkModel::Wire,
         }
     }
 }

@@ -7,6 +7,11 @@
 //! plus 38 bytes: header 14, FCS 4, preamble 8, inter-frame gap 12 — the same
 //! accounting the TDP schedules use); [`Framing::Tbf`] counts what Linux `tc tbf`
 //! counts on the lab's veth links (IP packet plus the 14-byte Ethernet header).
+//!
+//! How a frame leaves is a second choice ([`Discipline`]): serialised at the link
+//! rate (a real port), or the way the lab's links send it — a veth hands a frame
+//! over at once, and a shaped one waits in `tc tbf` only until its bucket holds the
+//! frame's bytes (a bucket of `burst` bytes filling at the link rate).
 
 /// Bytes a frame costs beyond its IP packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +38,18 @@ impl Framing {
     }
 }
 
+/// How a link direction sends what it is handed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Discipline {
+    /// One frame after the other at the link rate.
+    Serial,
+    /// A token bucket of this many bytes at the link rate (Linux `tc tbf`), no
+    /// serialisation.
+    Tbf { burst: u64 },
+    /// Handed over at once (an unshaped veth).
+    Instant,
+}
+
 /// Smallest IP packet Ethernet carries (shorter ones are padded).
 const MIN_IP_LEN: u64 = 46;
 
@@ -44,8 +61,12 @@ pub struct LinkDir {
     /// Bytes the queue holds (the frame on the wire included).
     pub limit_bytes: u64,
     pub overhead: u32,
-    /// When the wire is done with everything queued.
+    pub discipline: Discipline,
+    /// When the wire is done with everything queued (the last departure, for a
+    /// token bucket).
     busy_until: i64,
+    /// Token bucket: when the bucket would be full again after what left.
+    full_at: i64,
     pub sent: u64,
     pub dropped: u64,
 }
@@ -57,7 +78,9 @@ impl LinkDir {
             propagation_ns,
             limit_bytes,
             overhead: framing.overhead(),
+            discipline: Discipline::Serial,
             busy_until: i64::MIN,
+            full_at: i64::MIN,
             sent: 0,
             dropped: 0,
         }
@@ -79,26 +102,61 @@ impl LinkDir {
         self.ns_for(self.wire_bytes(frame_len))
     }
 
-    /// Bytes still queued or on the wire at `now`.
+    /// The same link sending by `d`.
+    pub fn with_discipline(self, d: Discipline) -> LinkDir {
+        LinkDir {
+            discipline: d,
+            ..self
+        }
+    }
+
+    /// Bytes the rate still owes at `now`: queued or on the wire (serial), or
+    /// waiting for tokens (token bucket: what the bucket lacks beyond its depth).
     pub fn backlog_bytes(&self, now: i64) -> u64 {
-        if self.busy_until <= now {
+        let (until, depth) = match self.discipline {
+            Discipline::Serial => (self.busy_until, 0),
+            Discipline::Tbf { burst } => (self.full_at, burst),
+            Discipline::Instant => return 0,
+        };
+        if until <= now {
             return 0;
         }
-        let ns = (self.busy_until - now) as u128;
-        (ns * u128::from(self.rate_bps) / 8 / 1_000_000_000) as u64
+        let ns = (until - now) as u128;
+        ((ns * u128::from(self.rate_bps) / 8 / 1_000_000_000) as u64).saturating_sub(depth)
+    }
+
+    /// When a frame of `bytes` handed over at `now` leaves.
+    fn depart(&mut self, now: i64, bytes: u64) -> i64 {
+        match self.discipline {
+            Discipline::Serial => {
+                let end = now.max(self.busy_until).saturating_add(self.ns_for(bytes));
+                self.busy_until = end;
+                end
+            }
+            Discipline::Tbf { burst } => {
+                // the bucket holds `bytes` once it lacks no more than `burst − bytes`
+                let room = self.ns_for(burst.saturating_sub(bytes));
+                let t = now
+                    .max(self.busy_until)
+                    .max(self.full_at.saturating_sub(room));
+                self.full_at = self.full_at.max(t).saturating_add(self.ns_for(bytes));
+                self.busy_until = t;
+                t
+            }
+            Discipline::Instant => now,
+        }
     }
 
     /// Hands a frame of `frame_len` bytes (Ethernet header included) to the port
     /// at `now`: its arrival time at the far end, or `None` when the queue is full.
     pub fn send(&mut self, now: i64, frame_len: usize) -> Option<i64> {
         let bytes = self.wire_bytes(frame_len);
-        if self.backlog_bytes(now) + bytes > self.limit_bytes {
+        let queues = self.discipline != Discipline::Instant;
+        if queues && self.backlog_bytes(now) + bytes > self.limit_bytes {
             self.dropped += 1;
             return None;
         }
-        let start = now.max(self.busy_until);
-        let end = start.saturating_add(self.ns_for(bytes));
-        self.busy_until = end;
+        let end = self.depart(now, bytes);
         self.sent += 1;
         Some(end.saturating_add(self.propagation_ns))
     }
@@ -125,5 +183,24 @@ mod tests {
         // short frames are padded to 46 bytes of IP
         let mut s = LinkDir::new(100_000_000, 0, 1 << 20, Framing::Ethernet);
         assert_eq!(s.send(0, 42), Some((46 + 38) * 80));
+    }
+
+    #[test]
+    fn a_token_bucket_sends_at_once_while_it_holds_the_bytes() {
+        // 100 Mbit/s (80 ns a byte), a bucket of 3028 bytes, 1016-byte frames of
+        // 1016 bytes each (tbf counts the Ethernet header only): two leave at once,
+        // the third when the bucket has refilled 1016 − (3028 − 2·1016) = 20 bytes
+        let tbf = Discipline::Tbf { burst: 3028 };
+        let mut l = LinkDir::new(100_000_000, 0, 1 << 20, Framing::Tbf).with_discipline(tbf);
+        assert_eq!(l.send(0, 1016), Some(0));
+        assert_eq!(l.send(0, 1016), Some(0));
+        assert_eq!(l.send(0, 1016), Some(20 * 80));
+        // a fourth must wait for a whole frame's worth more
+        assert_eq!(l.send(0, 1016), Some(20 * 80 + 1016 * 80));
+        assert_eq!(l.backlog_bytes(0), 4 * 1016 - 3028);
+        // after a quiet spell the bucket is full again
+        assert_eq!(l.send(10_000_000, 1016), Some(10_000_000));
+        let mut v = LinkDir::new(100_000_000, 500, 0, Framing::Tbf).with_discipline(Discipline::Instant);
+        assert_eq!(v.send(7, 1016), Some(507));
     }
 }

@@ -4,14 +4,17 @@
 //!   min/mean/max/stddev, percentiles within a stated relative error, PMF; mergeable.
 //! - [`Summary`]: the SPEC §7 distribution object built from a histogram.
 //! - [`Rfc3550Jitter`]: the RFC 3550 inter-arrival jitter estimate.
+//! - [`ks_statistic`]: the two-sample Kolmogorov–Smirnov distance of two samples.
 //! - [`SeqTracker`]: loss, duplicates, reordering and loss runs from sequence numbers.
 
 pub mod histogram;
 pub mod jitter;
+pub mod ks;
 pub mod seq;
 pub mod summary;
 
 pub use histogram::Histogram;
 pub use jitter::Rfc3550Jitter;
+pub use ks::ks_statistic;
 pub use seq::{SeqEvent, SeqReport, SeqTracker};
 pub use summary::{HistogramBuckets, Summary, PERCENTILES};

@@ -52,15 +52,7 @@ pub fn new_run_id() -> String {
     format!("{:06x}", x & 0xff_ffff)
 }
 
-/// The token bucket of a shaped link: at least two full frames (tbf refuses less than
-/// one), or 50 us worth at high rates so the kernel's timer can keep up.
-pub fn tbf_burst(rate_bps: u64) -> u32 {
-    let fifty_us = rate_bps / 8 / 20_000;
-    (fifty_us.max(3028)).min(u64::from(u32::MAX)) as u32
-}
-
-/// How long a shaped link may queue (beyond that tbf drops, like a full switch port).
-pub const TBF_LATENCY: lockstep_core::Duration = lockstep_core::Duration::from_millis(100);
+pub use lockstep_plan::plan::{tbf_burst, TBF_LATENCY};
 
 /// The namespaces of one run; deleted on drop unless kept.
 #[derive(Debug)]

@@ -7,8 +7,10 @@
 //!   and E shaped by lockstep's bucket, tbf or htb, the bound next to the simulation.
 //! - [`gen`]: `sim gen` — writes a scenario of a generated network (ring, grid,
 //!   fat-tree) to a file.
+//! - [`compare`]: `sim compare LAB SIM` — a lab run and a simulated run side by side.
 //! - [`paper`]: the figures of the papers a scenario reproduces, shown next to ours.
 
+pub mod compare;
 pub mod gen;
 pub mod hostfile;
 pub mod paper;
@@ -32,6 +34,11 @@ pub enum SimCmd {
     /// Write a scenario of a generated network (ring, grid or fat-tree of routers with
     /// reserved flows) to a file.
     Gen(gen::GenArgs),
+    /// A lab run and a simulated run of the same scenario side by side: per flow
+    /// latency percentiles, jitter, loss, slips, the Kolmogorov–Smirnov distance of
+    /// the two latency samples, and (TDP) whether every on-time packet left every
+    /// router in the same frame.
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Args, Debug)]
@@ -59,6 +66,12 @@ pub struct SimRunArgs {
     /// gap — a real port) or `tbf` (IP + 14: what tc tbf counts on the lab's veths).
     #[arg(long, value_name = "KIND", default_value = "ethernet", value_parser = parse_framing)]
     pub framing: lockstep_sim::Framing,
+    /// What the links are: `wire` (ports serialising every frame at the link rate) or
+    /// `veth` (what the lab builds: veths that hand a frame over at once, behind tc
+    /// tbf at the link rate with the lab's bucket where the link is shaped; counts
+    /// bytes as tbf does). Use `veth` to compare with a lab run.
+    #[arg(long, value_name = "KIND", default_value = "wire", value_parser = parse_links)]
+    pub links: lockstep_sim::LinkModel,
     /// Result directory (default: sim-results/<scenario>-<time>).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
@@ -85,9 +98,18 @@ fn parse_framing(s: &str) -> Result<lockstep_sim::Framing, String> {
     }
 }
 
+fn parse_links(s: &str) -> Result<lockstep_sim::LinkModel, String> {
+    match s {
+        "wire" => Ok(lockstep_sim::LinkModel::Wire),
+        "veth" => Ok(lockstep_sim::LinkModel::Veth),
+        _ => Err(format!("expected wire or veth, got \"{s}\"")),
+    }
+}
+
 pub fn run(cmd: SimCmd) -> Result<()> {
     match cmd {
         SimCmd::Run(args) => run::run(args),
         SimCmd::Gen(args) => gen::run(args),
+        SimCmd::Compare(args) => compare::run(args),
     }
 }

@@ -10,7 +10,7 @@ use lockstep_core::tdp::{Role, SlipOutcome};
 use lockstep_core::{ClockId, Duration};
 use lockstep_plan::plan::{plan, Plan};
 use lockstep_plan::scenario::{RunMode, RunSpec, Scenario};
-use lockstep_sim::{Engine, EngineStats, Kind, NodeEventSummary, SimOptions};
+use lockstep_sim::{Engine, EngineStats, Kind, LinkModel, NodeEventSummary, SimOptions};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -74,7 +74,12 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
         host: hostfile::parse(&args.host)?,
         processing_ns: args.processing.as_nanos(),
         propagation_ns: args.propagation.as_nanos(),
-        framing: args.framing,
+        // the lab's veths count what tc tbf counts
+        framing: match args.links {
+            LinkModel::Veth => lockstep_sim::Framing::Tbf,
+            LinkModel::Wire => args.framing,
+        },
+        links: args.links,
         ..SimOptions::default()
     })
 }
@@ -149,7 +154,15 @@ fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration
         "propagation": args.propagation.to_string(),
         "framing": opts.framing.name(),
         "framing_bytes": opts.framing.overhead(),
+        "links": links_name(opts.links),
     })
+}
+
+fn links_name(l: LinkModel) -> &'static str {
+    match l {
+        LinkModel::Wire => "wire",
+        LinkModel::Veth => "veth",
+    }
 }
 
 pub(super) fn default_output(name: &str) -> PathBuf {
@@ -319,9 +332,10 @@ fn finish(
     load_ns: i64,
 ) -> Result<()> {
     let mut notes = vec![format!(
-        "simulated (virtual time): host model {}, processing {} per packet, framing {} ({} bytes per frame beyond the IP packet), seed {}",
+        "simulated (virtual time): host model {}, processing {} per packet, {} links, framing {} ({} bytes per frame beyond the IP packet), seed {}",
         opts.host.label(),
         args.processing,
+        links_name(opts.links),
         opts.framing.name(),
         opts.framing.overhead(),
         opts.seed

@@ -1,0 +1,372 @@
+//! `lockstep sim compare LAB SIM`: a run of a scenario in the lab and the same
+//! scenario simulated, side by side, flow by flow.
+//!
+//! Both result directories hold `summary.json` (the report: loss and slips per
+//! flow) and, per run (`fifo/`, `tdp/`), each receiver's per-packet file (the lab
+//! always writes them; `sim run --packets` does). From the packets: latency p50,
+//! p99, p99.9 and jitter (max − min) of each side, and the two-sample
+//! Kolmogorov–Smirnov distance between the two latency samples.
+//!
+//! Frames (time-driven runs): a packet is *clean* on one side when no router on its
+//! path acted late for it — each hop handled it within `--late` of its arrival and
+//! sent it within `--late` of its frame's start. For every packet clean on both sides
+//! (paired by flow and sequence number) the frames it left each router in, counted
+//! from the frame it left the first router (the edge) in, must be the same: a
+//! mismatch is a router that put the packet in another frame. The edge's own wait
+//! (frames from arrival to departure) is compared too but counted apart: it depends
+//! on the sources' phase, which the lab's senders pick from the wall clock.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use lockstep_core::frame::FrameClock;
+use lockstep_core::stats::ks_statistic;
+use lockstep_core::tdp::Delivery;
+use lockstep_core::wire::NOT_FILLED;
+use lockstep_core::Duration;
+use serde::Serialize;
+
+use crate::report::html::{LabReport, RunReport};
+use crate::report::human::fmt_ns;
+use crate::report::packets;
+use crate::UsageError;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// A `lockstep lab run` result directory.
+    #[arg(value_name = "LAB_DIR")]
+    pub lab: PathBuf,
+    /// A `lockstep sim run --packets` result directory of the same scenario.
+    #[arg(value_name = "SIM_DIR")]
+    pub sim: PathBuf,
+    /// How late a router may act on a packet for it to count as on time (default: a
+    /// quarter of the frame).
+    #[arg(long, value_name = "DUR", value_parser = crate::cli::parse_duration_nonneg)]
+    pub late: Option<Duration>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One side's figures for one flow.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Side {
+    pub received: u64,
+    pub lost: u64,
+    pub slips: u64,
+    pub p50_ns: Option<i64>,
+    pub p99_ns: Option<i64>,
+    pub p99_9_ns: Option<i64>,
+    pub jitter_ns: Option<i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowCompare {
+    pub flow: String,
+    pub lab: Side,
+    pub sim: Side,
+    /// Kolmogorov–Smirnov distance of the two latency samples.
+    pub ks: Option<f64>,
+}
+
+/// Frame assignments of packets clean on both sides.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Frames {
+    pub paired: u64,
+    pub clean_both: u64,
+    pub hops_compared: u64,
+    pub hop_mismatches: u64,
+    pub edge_wait_differs: u64,
+    /// The first few mismatches: (flow, seq, lab frames, sim frames).
+    pub examples: Vec<(String, u64, Vec<i64>, Vec<i64>)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunCompare {
+    pub run: String,
+    pub tf_ns: Option<i64>,
+    pub flows: Vec<FlowCompare>,
+    pub frames: Option<Frames>,
+}
+
+pub fn run(args: CompareArgs) -> Result<()> {
+    let lab = read_report(&args.lab)?;
+    let sim = read_report(&args.sim)?;
+    let mut out = Vec::new();
+    for l in &lab.runs {
+        let Some(s) = sim.runs.iter().find(|s| s.label == l.label) else {
+            continue;
+        };
+        out.push(compare_run(&args, l, s)?);
+    }
+    if out.is_empty() {
+        return Err(UsageError(format!(
+            "{} and {}: no run in common (labels {:?} and {:?})",
+            args.lab.display(),
+            args.sim.display(),
+            lab.runs.iter().map(|r| &r.label).collect::<Vec<_>>(),
+            sim.runs.iter().map(|r| &r.label).collect::<Vec<_>>()
+        ))
+        .into());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", human(&out));
+    }
+    Ok(())
+}
+
+/// The report of a result directory's `summary.json`.
+fn read_report(dir: &Path) -> Result<LabReport> {
+    #[derive(serde::Deserialize)]
+    struct Results {
+        report: Option<LabReport>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        results: Results,
+    }
+    let path = dir.join("summary.json");
+    let f = File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: Doc = serde_json::from_reader(BufReader::new(f))
+        .with_context(|| format!("{}: not a lockstep result document", path.display()))?;
+    doc.results.report.ok_or_else(|| {
+        UsageError(format!(
+            "{}: no report in it (a lab run or sim run result is needed)",
+            path.display()
+        ))
+        .into()
+    })
+}
+
+/// `FIFO` → `fifo`, `TDP TF=250us` → `tdp-tf-250us`: the run's directory.
+fn run_dir(label: &str) -> String {
+    label.to_lowercase().replace([' ', '='], "-")
+}
+
+/// Every delivery of a run's per-packet files, by flow id then sequence number.
+type Packets = BTreeMap<u32, BTreeMap<u64, Delivery>>;
+
+fn read_packets(dir: &Path, sim_hint: bool) -> Result<Packets> {
+    let mut out = Packets::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    let mut files = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.ends_with("-packets.csv") {
+            continue;
+        }
+        files += 1;
+        let f = File::open(e.path()).with_context(|| format!("cannot read {}", e.path().display()))?;
+        for d in packets::read(BufReader::new(f)) {
+            out.entry(d.probe.flow_id).or_default().insert(d.probe.seq, d);
+        }
+    }
+    if files == 0 {
+        let hint = if sim_hint { " (run sim run with --packets)" } else { "" };
+        return Err(UsageError(format!("{}: no per-packet file{hint}", dir.display())).into());
+    }
+    Ok(out)
+}
+
+fn compare_run(args: &CompareArgs, l: &RunReport, s: &RunReport) -> Result<RunCompare> {
+    let dir = run_dir(&l.label);
+    let lab = read_packets(&args.lab.join(&dir), false)?;
+    let sim = read_packets(&args.sim.join(&dir), true)?;
+    let flows = l
+        .flows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, lf)| {
+            let sf = s.flows.iter().find(|f| f.name == lf.name)?;
+            let id = i as u32 + 1; // flows are numbered from 1 in file order
+            Some(compare_flow(lf, sf, lab.get(&id), sim.get(&id)))
+        })
+        .collect();
+    let frames = match (l.label.contains("TDP"), l.tf_ns) {
+        (true, Some(tf)) => Some(compare_frames(l, &lab, &sim, tf, args.late)?),
+        _ => None,
+    };
+    Ok(RunCompare {
+        run: l.label.clone(),
+        tf_ns: l.tf_ns,
+        flows,
+        frames,
+    })
+}
+
+fn compare_flow(
+    lf: &crate::report::html::FlowReport,
+    sf: &crate::report::html::FlowReport,
+    lab: Option<&BTreeMap<u64, Delivery>>,
+    sim: Option<&BTreeMap<u64, Delivery>>,
+) -> FlowCompare {
+    let mut a = latencies(lab);
+    let mut b = latencies(sim);
+    let ks = ks_statistic(&mut a, &mut b);
+    FlowCompare {
+        flow: lf.name.clone(),
+        lab: side(&a, lf.lost, lf.slips),
+        sim: side(&b, sf.lost, sf.slips),
+        ks,
+    }
+}
+
+fn latencies(p: Option<&BTreeMap<u64, Delivery>>) -> Vec<i64> {
+    p.map(|m| m.values().map(Delivery::latency_ns).collect())
+        .unwrap_or_default()
+}
+
+/// Exact percentiles of a sorted sample (nearest rank).
+fn side(sorted: &[i64], lost: u64, slips: u64) -> Side {
+    let q = |p: f64| -> Option<i64> {
+        let n = sorted.len();
+        let rank = ((p / 100.0) * n as f64).ceil() as usize;
+        sorted.get(rank.clamp(1, n.max(1)) - 1).copied()
+    };
+    Side {
+        received: sorted.len() as u64,
+        lost,
+        slips,
+        p50_ns: q(50.0),
+        p99_ns: q(99.0),
+        p99_9_ns: q(99.9),
+        jitter_ns: sorted.first().zip(sorted.last()).map(|(lo, hi)| hi - lo),
+    }
+}
+
+/// The edge's wait (frames from a packet's arrival at the first router to its
+/// departure), then for each later router the frames from the edge's departure to
+/// its own; `None` when a router acted late for the packet.
+fn frames_of(d: &Delivery, clock: &FrameClock, late_ns: i64) -> Option<Vec<i64>> {
+    let hops = d.probe.hops();
+    let first = hops.first()?;
+    let edge = clock.frame_of(first.tx_app_ns);
+    let mut out = vec![edge - clock.frame_of(first.rx_kernel_ns)];
+    for (i, h) in hops.iter().enumerate() {
+        let arrived = if h.rx_kernel_ns != NOT_FILLED { h.rx_kernel_ns } else { h.rx_app_ns };
+        let f = clock.frame_of(h.tx_app_ns);
+        let start = clock.frame_start(f)?;
+        if h.rx_app_ns - arrived > late_ns || h.tx_app_ns - start > late_ns {
+            return None;
+        }
+        if i > 0 {
+            out.push(f - edge);
+        }
+    }
+    Some(out)
+}
+
+fn compare_frames(
+    l: &RunReport,
+    lab: &Packets,
+    sim: &Packets,
+    tf_ns: i64,
+    late: Option<Duration>,
+) -> Result<Frames> {
+    let clock = FrameClock::new(Duration(tf_ns), 1).map_err(|e| UsageError(e.to_string()))?;
+    let late_ns = late.map_or(tf_ns / 4, |d| d.as_nanos());
+    let mut fr = Frames::default();
+    for (fi, lf) in l.flows.iter().enumerate() {
+        let id = fi as u32 + 1;
+        let (Some(a), Some(b)) = (lab.get(&id), sim.get(&id)) else {
+            continue;
+        };
+        for (seq, da) in a {
+            let Some(db) = b.get(seq) else { continue };
+            fr.paired += 1;
+            let (Some(x), Some(y)) = (frames_of(da, &clock, late_ns), frames_of(db, &clock, late_ns))
+            else {
+                continue;
+            };
+            fr.clean_both += 1;
+            tally(&mut fr, &lf.name, *seq, x, y);
+        }
+    }
+    Ok(fr)
+}
+
+/// Counts one clean pair's hops and differences.
+fn tally(fr: &mut Frames, flow: &str, seq: u64, x: Vec<i64>, y: Vec<i64>) {
+    if x[0] != y[0] {
+        fr.edge_wait_differs += 1;
+    }
+    let hops = x.len().min(y.len()) - 1;
+    fr.hops_compared += hops as u64;
+    let bad = (1..=hops).filter(|&j| x[j] != y[j]).count() as u64;
+    fr.hop_mismatches += bad;
+    if bad > 0 && fr.examples.len() < 5 {
+        fr.examples.push((flow.to_string(), seq, x, y));
+    }
+}
+
+fn opt_ns(v: Option<i64>) -> String {
+    v.map_or("-".into(), fmt_ns)
+}
+
+fn human(runs: &[RunCompare]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for r in runs {
+        let _ = writeln!(s, "{} — lab | simulated", r.run);
+        let _ = writeln!(
+            s,
+            "{:<8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>5} {:>5} | {:>8} {:>9} {:>9} {:>9} {:>9} {:>5} {:>5} | {:>5}",
+            "flow", "recv", "p50", "p99", "p99.9", "jitter", "lost", "slips",
+            "recv", "p50", "p99", "p99.9", "jitter", "lost", "slips", "KS"
+        );
+        for f in &r.flows {
+            let side = |x: &Side| {
+                format!(
+                    "{:>8} {:>9} {:>9} {:>9} {:>9} {:>5} {:>5}",
+                    x.received,
+                    opt_ns(x.p50_ns),
+                    opt_ns(x.p99_ns),
+                    opt_ns(x.p99_9_ns),
+                    opt_ns(x.jitter_ns),
+                    x.lost,
+                    x.slips
+                )
+            };
+            let ks = f.ks.map_or("-".into(), |k| format!("{k:.3}"));
+            let _ = writeln!(s, "{:<8} {} | {} | {:>5}", f.flow, side(&f.lab), side(&f.sim), ks);
+        }
+        if let Some(fr) = &r.frames {
+            let _ = writeln!(
+                s,
+                "frames: {} packets in both, {} on time in both: {} router hops compared, {} in another frame; edge wait differs for {}",
+                fr.paired, fr.clean_both, fr.hops_compared, fr.hop_mismatches, fr.edge_wait_differs
+            );
+            for (flow, seq, x, y) in &fr.examples {
+                let _ = writeln!(s, "  {flow} seq {seq}: lab {x:?}, simulated {y:?}");
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_directories_follow_the_labels() {
+        assert_eq!(run_dir("FIFO"), "fifo");
+        assert_eq!(run_dir("TDP TF=250us"), "tdp-tf-250us");
+    }
+
+    #[test]
+    fn nearest_rank_percentiles_and_jitter() {
+        let v: Vec<i64> = (1..=1000).collect();
+        let s = side(&v, 2, 3);
+        assert_eq!((s.p50_ns, s.p99_ns, s.p99_9_ns), (Some(500), Some(990), Some(999)));
+        assert_eq!((s.jitter_ns, s.received, s.lost, s.slips), (Some(999), 1000, 2, 3));
+        assert_eq!(side(&[], 0, 0).p50_ns, None);
+    }
+}
