@@ -69,7 +69,11 @@ pub fn build(plan: &Plan, opts: &SimOptions) -> Result<Vec<SimNode>, BuildError>
     Ok(nodes)
 }
 
-fn port_link(plan: &Plan, f: &IfacePlan, opts: &SimOptions) -> Result<crate::engine::Port, BuildError> {
+fn port_link(
+    plan: &Plan,
+    f: &IfacePlan,
+    opts: &SimOptions,
+) -> Result<crate::engine::Port, BuildError> {
     let (link, peer, rate_bps) = (f.link, f.peer, f.rate_bps);
     let pn = &plan.nodes[peer];
     let to_port = pn

@@ -200,7 +200,8 @@ mod tests {
         assert_eq!(l.backlog_bytes(0), 4 * 1016 - 3028);
         // after a quiet spell the bucket is full again
         assert_eq!(l.send(10_000_000, 1016), Some(10_000_000));
-        let mut v = LinkDir::new(100_000_000, 500, 0, Framing::Tbf).with_discipline(Discipline::Instant);
+        let mut v =
+            LinkDir::new(100_000_000, 500, 0, Framing::Tbf).with_discipline(Discipline::Instant);
         assert_eq!(v.send(7, 1016), Some(507));
     }
 }

@@ -7,9 +7,10 @@
 //! p99, p99.9 and jitter (max − min) of each side, and the two-sample
 //! Kolmogorov–Smirnov distance between the two latency samples.
 //!
-//! Frames (time-driven runs): a packet is *clean* on one side when no router on its
-//! path acted late for it — each hop handled it within `--late` of its arrival and
-//! sent it within `--late` of its frame's start. For every packet clean on both sides
+//! Frames (time-driven runs): a packet is *clean* on one side when nothing on its
+//! path was late for it — each router handled it within `--late` of its arrival and
+//! sent it within `--late` of its frame's start, and each link between routers
+//! (kernel send path, veth, tbf, kernel receive path) took less than `--late`. For every packet clean on both sides
 //! (paired by flow and sequence number) the frames it left each router in, counted
 //! from the frame it left the first router (the edge) in, must be the same: a
 //! mismatch is a router that put the packet in another frame. The edge's own wait
@@ -154,7 +155,8 @@ type Packets = BTreeMap<u32, BTreeMap<u64, Delivery>>;
 
 fn read_packets(dir: &Path, sim_hint: bool) -> Result<Packets> {
     let mut out = Packets::new();
-    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
     let mut files = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
@@ -162,13 +164,20 @@ fn read_packets(dir: &Path, sim_hint: bool) -> Result<Packets> {
             continue;
         }
         files += 1;
-        let f = File::open(e.path()).with_context(|| format!("cannot read {}", e.path().display()))?;
+        let f =
+            File::open(e.path()).with_context(|| format!("cannot read {}", e.path().display()))?;
         for d in packets::read(BufReader::new(f)) {
-            out.entry(d.probe.flow_id).or_default().insert(d.probe.seq, d);
+            out.entry(d.probe.flow_id)
+                .or_default()
+                .insert(d.probe.seq, d);
         }
     }
     if files == 0 {
-        let hint = if sim_hint { " (run sim run with --packets)" } else { "" };
+        let hint = if sim_hint {
+            " (run sim run with --packets)"
+        } else {
+            ""
+        };
         return Err(UsageError(format!("{}: no per-packet file{hint}", dir.display())).into());
     }
     Ok(out)
@@ -248,13 +257,20 @@ fn frames_of(d: &Delivery, clock: &FrameClock, late_ns: i64) -> Option<Vec<i64>>
     let first = hops.first()?;
     let edge = clock.frame_of(first.tx_app_ns);
     let mut out = vec![edge - clock.frame_of(first.rx_kernel_ns)];
+    let mut left: Option<i64> = None;
     for (i, h) in hops.iter().enumerate() {
-        let arrived = if h.rx_kernel_ns != NOT_FILLED { h.rx_kernel_ns } else { h.rx_app_ns };
+        let arrived = if h.rx_kernel_ns != NOT_FILLED {
+            h.rx_kernel_ns
+        } else {
+            h.rx_app_ns
+        };
         let f = clock.frame_of(h.tx_app_ns);
         let start = clock.frame_start(f)?;
-        if h.rx_app_ns - arrived > late_ns || h.tx_app_ns - start > late_ns {
+        let link_late = left.is_some_and(|l| arrived - l > late_ns);
+        if link_late || h.rx_app_ns - arrived > late_ns || h.tx_app_ns - start > late_ns {
             return None;
         }
+        left = Some(h.tx_app_ns);
         if i > 0 {
             out.push(f - edge);
         }
@@ -280,8 +296,10 @@ fn compare_frames(
         for (seq, da) in a {
             let Some(db) = b.get(seq) else { continue };
             fr.paired += 1;
-            let (Some(x), Some(y)) = (frames_of(da, &clock, late_ns), frames_of(db, &clock, late_ns))
-            else {
+            let (Some(x), Some(y)) = (
+                frames_of(da, &clock, late_ns),
+                frames_of(db, &clock, late_ns),
+            ) else {
                 continue;
             };
             fr.clean_both += 1;
@@ -334,7 +352,14 @@ fn human(runs: &[RunCompare]) -> String {
                 )
             };
             let ks = f.ks.map_or("-".into(), |k| format!("{k:.3}"));
-            let _ = writeln!(s, "{:<8} {} | {} | {:>5}", f.flow, side(&f.lab), side(&f.sim), ks);
+            let _ = writeln!(
+                s,
+                "{:<8} {} | {} | {:>5}",
+                f.flow,
+                side(&f.lab),
+                side(&f.sim),
+                ks
+            );
         }
         if let Some(fr) = &r.frames {
             let _ = writeln!(
@@ -361,12 +386,54 @@ mod tests {
         assert_eq!(run_dir("TDP TF=250us"), "tdp-tf-250us");
     }
 
+    /// A probe that arrived at the edge at `rx`, then (rx, tx) per router.
+    fn probe(hops: &[(i64, i64)]) -> Delivery {
+        use lockstep_core::wire::{HopKind, HopRecord, ProbeRepr};
+        let mut probe = ProbeRepr::default();
+        for (i, &(rx, tx)) in hops.iter().enumerate() {
+            probe.hops[i] = HopRecord {
+                node: i as u32 + 2,
+                kind: HopKind::Router,
+                rx_kernel_ns: rx,
+                rx_app_ns: rx + 1_000,
+                tx_app_ns: tx,
+            };
+            probe.hop_count += 1;
+        }
+        Delivery {
+            probe,
+            kernel_rx_ns: None,
+            app_rx_ns: 0,
+        }
+    }
+
+    #[test]
+    fn frames_from_the_edge_and_what_makes_a_packet_late() {
+        let clock = FrameClock::new(Duration(250_000), 1).unwrap();
+        let late = 62_500;
+        // edge: arrives in frame 4, leaves in 5; core: leaves 2 frames later
+        let on_time = probe(&[(1_020_000, 1_255_000), (1_270_000, 1_755_000)]);
+        assert_eq!(frames_of(&on_time, &clock, late), Some(vec![1, 2]));
+        // the core sent it 100 us into its frame: late
+        let late_tx = probe(&[(1_020_000, 1_255_000), (1_270_000, 1_850_000)]);
+        assert_eq!(frames_of(&late_tx, &clock, late), None);
+        // the link to the core took 100 us: late
+        let late_link = probe(&[(1_020_000, 1_255_000), (1_355_000, 1_755_000)]);
+        assert_eq!(frames_of(&late_link, &clock, late), None);
+    }
+
     #[test]
     fn nearest_rank_percentiles_and_jitter() {
         let v: Vec<i64> = (1..=1000).collect();
         let s = side(&v, 2, 3);
-        assert_eq!((s.p50_ns, s.p99_ns, s.p99_9_ns), (Some(500), Some(990), Some(999)));
-        assert_eq!((s.jitter_ns, s.received, s.lost, s.slips), (Some(999), 1000, 2, 3));
+        assert_eq!(
+            (s.p50_ns, s.p99_ns, s.p99_9_ns),
+            (Some(500), Some(990), Some(999))
+        );
+        assert_eq!(
+            (s.jitter_ns, s.received, s.lost, s.slips),
+            (Some(999), 1000, 2, 3)
+        );
         assert_eq!(side(&[], 0, 0).p50_ns, None);
     }
 }
