@@ -233,18 +233,19 @@ fn latencies(p: Option<&BTreeMap<u64, Delivery>>) -> Vec<i64> {
 
 /// Exact percentiles of a sorted sample (nearest rank).
 fn side(sorted: &[i64], lost: u64, slips: u64) -> Side {
-    let q = |p: f64| -> Option<i64> {
+    // nearest rank, in integers: the ceil(n · permille / 1000)-th smallest
+    let q = |permille: usize| -> Option<i64> {
         let n = sorted.len();
-        let rank = ((p / 100.0) * n as f64).ceil() as usize;
+        let rank = (n * permille).div_ceil(1000);
         sorted.get(rank.clamp(1, n.max(1)) - 1).copied()
     };
     Side {
         received: sorted.len() as u64,
         lost,
         slips,
-        p50_ns: q(50.0),
-        p99_ns: q(99.0),
-        p99_9_ns: q(99.9),
+        p50_ns: q(500),
+        p99_ns: q(990),
+        p99_9_ns: q(999),
         jitter_ns: sorted.first().zip(sorted.last()).map(|(lo, hi)| hi - lo),
     }
 }
