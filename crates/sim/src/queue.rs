@@ -84,6 +84,11 @@ impl Occupancy {
         self.words[slot / 64] &= !(1 << (slot % 64));
     }
 
+    #[cfg(test)]
+    fn get(&self, slot: usize) -> bool {
+        self.words[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
     /// How many slots after `from` (0 for `from` itself, going round the ring) the
     /// first set bit is, or `None` when no bit is set.
     fn distance_to_next(&self, from: usize) -> Option<usize> {
@@ -261,6 +266,12 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// Whether the bitmap holds its invariant: bit set ⇔ ring bucket not empty.
+    #[cfg(test)]
+    fn occupancy_matches(&self) -> bool {
+        (0..RING).all(|s| self.occupied.get(s) != self.ring[s].is_empty()) // set ⇔ not empty
+    }
+
     pub fn len(&self) -> usize {
         self.near + self.far.len()
     }
@@ -311,6 +322,44 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| q.pop_until(i64::MAX)).collect();
         assert_eq!(got, [(far - 2, 0), (far - 1, 2), (far, 3), (far, 4)]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn occupancy_finds_the_next_bit_round_the_ring() {
+        let mut o = Occupancy::new();
+        assert_eq!(o.distance_to_next(0), None);
+        o.set(70);
+        assert_eq!(o.distance_to_next(70), Some(0));
+        assert_eq!(o.distance_to_next(3), Some(67));
+        assert_eq!(o.distance_to_next(71), Some(RING - 1));
+        o.set(RING - 1);
+        assert_eq!(o.distance_to_next(71), Some(RING - 72));
+        assert_eq!(o.distance_to_next(RING - 1), Some(0));
+        o.clear(RING - 1);
+        o.clear(70);
+        o.set(5);
+        // from past the only bit, in its word: round the whole ring back to it
+        assert_eq!(o.distance_to_next(6), Some(RING - 1));
+        assert_eq!(o.distance_to_next(RING - 1), Some(6));
+        o.clear(5);
+        assert_eq!(o.distance_to_next(6), None);
+    }
+
+    #[test]
+    fn jumps_over_empty_buckets_round_the_ring() {
+        let mut q = EventQueue::default();
+        // each event just inside the ring's reach from the one before: the clock
+        // jumps over RING - 10 empty buckets, and goes round the ring 39 times
+        let step = (RING as i64 - 10) * BUCKET_NS;
+        q.push(0, 0);
+        for i in 1..40u32 {
+            let (t, e) = q.pop_until(i64::MAX).unwrap();
+            assert_eq!(e, i - 1);
+            assert!(q.occupancy_matches());
+            q.push(t + step, i);
+            assert!(q.occupancy_matches());
+            assert!(!q.any_due_by(t + step - 1) && q.any_due_by(t + step));
+        }
     }
 
     /// The reference: one heap over (time, insertion order).
@@ -385,6 +434,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(q.len(), r.heap.len());
+                prop_assert!(q.occupancy_matches());
             }
             let rest: Vec<_> = std::iter::from_fn(|| q.pop_until(i64::MAX)).collect();
             let want: Vec<_> = std::iter::from_fn(|| r.pop_until(i64::MAX)).collect();
