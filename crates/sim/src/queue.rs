@@ -11,6 +11,11 @@
 //! loop touched a moment ago, where a heap of a large network's events would sift
 //! through megabytes for each. Time only moves forward: an event is never scheduled
 //! before the last one taken out.
+//!
+//! A bitmap of the ring, one bit per bucket, says which buckets hold events, so the
+//! clock jumps to the next bucket with events (a `trailing_zeros` over at most
+//! `RING / 64` words) instead of walking the empty ones: a small, sparse network has
+//! one event every few microseconds, and most buckets are empty.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -59,11 +64,60 @@ fn bucket_of(at: i64) -> i64 {
     at >> BUCKET_BITS
 }
 
+/// Which slots of the ring hold events: bit `s % 64` of word `s / 64` for slot `s`.
+struct Occupancy {
+    words: [u64; RING / 64],
+}
+
+impl Occupancy {
+    fn new() -> Self {
+        Occupancy {
+            words: [0; RING / 64],
+        }
+    }
+
+    fn set(&mut self, slot: usize) {
+        self.words[slot / 64] |= 1 << (slot % 64);
+    }
+
+    fn clear(&mut self, slot: usize) {
+        self.words[slot / 64] &= !(1 << (slot % 64));
+    }
+
+    #[cfg(test)]
+    fn get(&self, slot: usize) -> bool {
+        self.words[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    /// How many slots after `from` (0 for `from` itself, going round the ring) the
+    /// first set bit is, or `None` when no bit is set.
+    fn distance_to_next(&self, from: usize) -> Option<usize> {
+        let n = self.words.len();
+        let (w0, bit) = (from / 64, from % 64);
+        // the first word from `from`'s bit on, then the whole words after it, then
+        // the first word again for the bits below `from`'s
+        let first = self.words[w0] >> bit;
+        if first != 0 {
+            return Some(first.trailing_zeros() as usize);
+        }
+        for k in 1..=n {
+            let w = self.words[(w0 + k) % n];
+            if w != 0 {
+                let slot = (w0 + k) % n * 64 + w.trailing_zeros() as usize;
+                return Some((slot + RING - from) % RING);
+            }
+        }
+        None
+    }
+}
+
 /// Events by time.
 pub struct EventQueue<E> {
     /// The events of bucket `b` (absolute number, `cursor < b < cursor + RING`)
-    /// are `ring[b mod RING]`, in insertion order.
+    /// are `ring[b mod RING]`, in insertion order; `ring[cursor mod RING]` is empty.
     ring: Vec<Vec<Item<E>>>,
+    /// Bit `s` set ⇔ `ring[s]` holds events.
+    occupied: Occupancy,
     /// The events of the bucket the clock is in (`cursor`), in order.
     current: VecDeque<Item<E>>,
     cursor: i64,
@@ -81,6 +135,7 @@ impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
             ring: (0..RING).map(|_| Vec::new()).collect(),
+            occupied: Occupancy::new(),
             current: VecDeque::new(),
             cursor: 0,
             near: 0,
@@ -95,6 +150,21 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     fn slot(b: i64) -> usize {
         b.rem_euclid(RING as i64) as usize
+    }
+
+    /// Files an event of bucket `b` (`cursor < b < cursor + RING`) in the ring.
+    fn put_in_ring(&mut self, b: i64, item: Item<E>) {
+        let slot = Self::slot(b);
+        self.ring[slot].push(item);
+        self.occupied.set(slot);
+        self.near += 1;
+    }
+
+    /// The first bucket after the clock's that holds events in the ring.
+    fn next_in_ring(&self) -> Option<i64> {
+        let from = self.cursor + 1;
+        let d = self.occupied.distance_to_next(Self::slot(from))?;
+        Some(from + d as i64)
     }
 
     pub fn push(&mut self, at: i64, event: E) {
@@ -119,8 +189,7 @@ impl<E> EventQueue<E> {
             self.current.insert(i, item);
             self.near += 1;
         } else {
-            self.ring[Self::slot(b)].push(item);
-            self.near += 1;
+            self.put_in_ring(b, item);
         }
         self.peak = self.peak.max(self.len());
     }
@@ -133,11 +202,11 @@ impl<E> EventQueue<E> {
         while self.far.peek().is_some_and(|i| bucket_of(i.at) < end) {
             if let Some(item) = self.far.pop() {
                 let ib = bucket_of(item.at).max(b);
-                self.ring[Self::slot(ib)].push(item);
-                self.near += 1;
+                self.put_in_ring(ib, item);
             }
         }
         let slot = Self::slot(b);
+        self.occupied.clear(slot);
         let mut events = std::mem::take(&mut self.ring[slot]);
         events.sort_unstable_by_key(Item::key);
         let done = std::mem::replace(&mut self.current, VecDeque::from(events));
@@ -161,9 +230,10 @@ impl<E> EventQueue<E> {
                 return Some((item.at, item.event));
             }
             // the current bucket is done: on to the next one with events, never
-            // beyond `until` (what is scheduled later must not land behind the clock)
-            let next = if self.near > 0 {
-                self.cursor + 1
+            // beyond `until` (what is scheduled later must not land behind the clock);
+            // the ring's events all come before the far ones
+            let next = if let Some(b) = self.next_in_ring() {
+                b
             } else {
                 let b = bucket_of(self.far.peek()?.at);
                 b.max(self.cursor + 1)
@@ -186,9 +256,20 @@ impl<E> EventQueue<E> {
         if last <= self.cursor {
             return false;
         }
-        let in_ring = (self.cursor + 1..=last.min(self.cursor + RING as i64 - 1))
-            .any(|b| self.ring[Self::slot(b)].iter().any(|i| i.at <= t));
-        in_ring || self.far.peek().is_some_and(|i| i.at <= t)
+        // the earliest event is in the first bucket with events: the ring's, or when
+        // the ring is empty the far heap's
+        match self.next_in_ring() {
+            Some(b) if b < last => true,
+            Some(b) if b == last => self.ring[Self::slot(b)].iter().any(|i| i.at <= t),
+            Some(_) => false,
+            None => self.far.peek().is_some_and(|i| i.at <= t),
+        }
+    }
+
+    /// Whether the bitmap holds its invariant: bit set ⇔ ring bucket not empty.
+    #[cfg(test)]
+    fn occupancy_matches(&self) -> bool {
+        (0..RING).all(|s| self.occupied.get(s) != self.ring[s].is_empty()) // set ⇔ not empty
     }
 
     pub fn len(&self) -> usize {
@@ -241,6 +322,44 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| q.pop_until(i64::MAX)).collect();
         assert_eq!(got, [(far - 2, 0), (far - 1, 2), (far, 3), (far, 4)]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn occupancy_finds_the_next_bit_round_the_ring() {
+        let mut o = Occupancy::new();
+        assert_eq!(o.distance_to_next(0), None);
+        o.set(70);
+        assert_eq!(o.distance_to_next(70), Some(0));
+        assert_eq!(o.distance_to_next(3), Some(67));
+        assert_eq!(o.distance_to_next(71), Some(RING - 1));
+        o.set(RING - 1);
+        assert_eq!(o.distance_to_next(71), Some(RING - 72));
+        assert_eq!(o.distance_to_next(RING - 1), Some(0));
+        o.clear(RING - 1);
+        o.clear(70);
+        o.set(5);
+        // from past the only bit, in its word: round the whole ring back to it
+        assert_eq!(o.distance_to_next(6), Some(RING - 1));
+        assert_eq!(o.distance_to_next(RING - 1), Some(6));
+        o.clear(5);
+        assert_eq!(o.distance_to_next(6), None);
+    }
+
+    #[test]
+    fn jumps_over_empty_buckets_round_the_ring() {
+        let mut q = EventQueue::default();
+        // each event just inside the ring's reach from the one before: the clock
+        // jumps over RING - 10 empty buckets, and goes round the ring 39 times
+        let step = (RING as i64 - 10) * BUCKET_NS;
+        q.push(0, 0);
+        for i in 1..40u32 {
+            let (t, e) = q.pop_until(i64::MAX).unwrap();
+            assert_eq!(e, i - 1);
+            assert!(q.occupancy_matches());
+            q.push(t + step, i);
+            assert!(q.occupancy_matches());
+            assert!(!q.any_due_by(t + step - 1) && q.any_due_by(t + step));
+        }
     }
 
     /// The reference: one heap over (time, insertion order).
@@ -315,6 +434,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(q.len(), r.heap.len());
+                prop_assert!(q.occupancy_matches());
             }
             let rest: Vec<_> = std::iter::from_fn(|| q.pop_until(i64::MAX)).collect();
             let want: Vec<_> = std::iter::from_fn(|| r.pop_until(i64::MAX)).collect();
