@@ -140,6 +140,7 @@ fn deliveries(path: &Path) -> Vec<Delivery> {
                     rx_kernel_ns: filled(get(&format!("h{h}_rx_kernel"))),
                     rx_app_ns: filled(get(&format!("h{h}_rx_app"))),
                     tx_app_ns: filled(get(&format!("h{h}_tx_app"))),
+                    slipped: false,
                 };
                 probe.hop_count += 1;
             }

@@ -405,6 +405,7 @@ mod tests {
             rx_kernel_ns: base,
             rx_app_ns: base + 3,
             tx_app_ns: base + 40,
+            slipped: false,
         }
     }
 

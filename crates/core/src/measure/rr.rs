@@ -460,6 +460,7 @@ mod tests {
             rx_kernel_ns: rx_kernel,
             rx_app_ns: rx_app,
             tx_app_ns: tx_app,
+            slipped: false,
         };
         let mut buf = vec![0u8; LEN as usize];
         repr.emit_into(&mut buf).unwrap();

@@ -177,6 +177,8 @@ struct Pending {
     ip_len: u32,
     rx_kernel_ns: i64,
     rx_app_ns: i64,
+    /// It slipped here: its hop record says so.
+    slipped: bool,
 }
 
 #[derive(Debug)]
@@ -531,6 +533,7 @@ impl Node {
                 .kernel_rx
                 .map_or(NOT_FILLED, |k| self.clock_id.ns(k, "node")),
             rx_app_ns: now_ns,
+            slipped: false,
         };
         if let Err((why, p)) = self.ingress(now_ns, pi, pending) {
             let c = &mut self.counters;
@@ -577,8 +580,9 @@ impl Node {
         let deadline = self.clock.send_deadline(c).unwrap_or(i64::MAX);
         // 1. the frame's reserved queue, first, on every port
         for pi in 0..self.ports.len() {
-            if let Some(p) = self.ports[pi].queues.pop() {
+            if let Some(mut p) = self.ports[pi].queues.pop() {
                 if now_ns > deadline {
+                    p.slipped = true;
                     self.counters.ports[pi].slipped += 1;
                     self.counters.ports[pi].late_tx += 1;
                     if let Some(fi) = p.flow {
@@ -811,7 +815,8 @@ impl Node {
     }
 
     /// A reserved packet that missed its frame on port `out`.
-    fn slip(&mut self, now: i64, out: usize, p: Pending, why: SlipReason) {
+    fn slip(&mut self, now: i64, out: usize, mut p: Pending, why: SlipReason) {
+        p.slipped = true;
         self.counters.ports[out].slipped += 1;
         if let Some(fi) = p.flow {
             self.counters.flows[fi].slipped += 1;
@@ -1036,6 +1041,7 @@ impl Node {
             rx_kernel_ns: p.rx_kernel_ns,
             rx_app_ns: p.rx_app_ns,
             tx_app_ns: now,
+            slipped: p.slipped,
         };
         match rewrite_egress(p.buf.as_mut_slice(), dscp, Some(&hop)) {
             HopOutcome::Recorded => self.counters.hops_recorded += 1,

@@ -502,6 +502,7 @@ fn a_forwarded_probe_gets_a_hop_record_and_a_valid_udp_checksum() {
                 rx_kernel_ns: rx - 1_000,
                 rx_app_ns: rx,
                 tx_app_ns: tx,
+                slipped: false,
             }]
         );
     }
@@ -1633,6 +1634,47 @@ fn a_late_reserved_packet_is_one_slip_event() {
     );
     let cn = node.counters();
     assert_eq!((cn.flows[0].slipped, cn.ports[1].slipped), (2, 2));
+}
+
+#[test]
+fn a_hop_record_says_whether_the_hop_slipped_the_probe() {
+    let mut config = core_config();
+    config.flows = vec![flow(1, 5001, 2, None, vec![])];
+    config.padding = true;
+    config.ports[0].padding = Some(false);
+    config.ports[1].padding = Some(false);
+    config.frame.guard = Duration::from_micros(10);
+    let c = clock(4);
+    let mut node = Node::new(config).unwrap();
+    let probe = |f: i64, seq: u64| {
+        let repr = ProbeRepr {
+            flow_id: 1,
+            seq,
+            frame: f,
+            total_len: 128,
+            ..ProbeRepr::default()
+        };
+        let mut payload = vec![0u8; 128];
+        repr.emit_into(&mut payload).unwrap();
+        Udp::to(dst(), 5001).dscp(c.dscp(f)).frame(&payload)
+    };
+    let slipped = |tx: &Transmit| parse_probe(&tx.buf[42..]).unwrap().hops()[0].slipped;
+    // frame 0 -> 2 on time; then a frame-0 packet that arrives in frame 2 goes best
+    // effort (slipped)
+    node.handle_packet(tai(10), PortId(1), &probe(0, 0), RxMeta::default());
+    node.handle_packet(tai(2 * TF + 10), PortId(1), &probe(0, 1), RxMeta::default());
+    let on_time = node.poll_transmit(tai(2 * TF + 10)).unwrap();
+    let late = node.poll_transmit(tai(2 * TF + 10)).unwrap();
+    assert_eq!(
+        (on_time.kind, late.kind),
+        (TxKind::Reserved, TxKind::BestEffort)
+    );
+    assert_eq!((slipped(&on_time), slipped(&late)), (false, true));
+    // frame 1 -> 3, handed out after frame 3's send deadline: sent late, slipped
+    node.handle_packet(tai(TF + 10), PortId(1), &probe(1, 2), RxMeta::default());
+    let past = node.poll_transmit(tai(3 * TF + 95_000)).unwrap();
+    assert_eq!((past.kind, past.frame), (TxKind::Reserved, Some(3)));
+    assert!(slipped(&past));
 }
 
 #[test]

@@ -9,8 +9,8 @@ pub mod probe;
 
 pub use probe::{
     min_total_len, parse_probe, HopKind, HopRecord, Packet as ProbePacket, ProbeRepr, WireError,
-    FLAG_PADDING, FLAG_RESPONSE, HEADER_LEN, HOP_LEN, KNOWN_FLAGS, MAGIC, MAX_HOPS, MIN_PACKET_LEN,
-    NOT_FILLED, VERSION,
+    FLAG_PADDING, FLAG_RESPONSE, HEADER_LEN, HOP_FLAG_SLIPPED, HOP_LEN, KNOWN_FLAGS, MAGIC,
+    MAX_HOPS, MIN_PACKET_LEN, NOT_FILLED, VERSION,
 };
 
 // Link, network and transport headers a lockstep router parses and rewrites in user

@@ -35,7 +35,10 @@
 //! |-------:|-----:|--------------|------------------------------------------------|
 //! | 0      | 4    | node         | node id of the hop                             |
 //! | 4      | 1    | kind         | 0 = router, 1 = rr server ([`HopKind`])        |
-//! | 5      | 3    | reserved     | 0 on emit, ignored on parse                    |
+//! | 5      | 1    | flags        | bit 0: the hop slipped the packet (sent it     |
+//! |        |      |              | after its frame, or best effort); other bits 0 |
+//! |        |      |              | on emit, ignored on parse                      |
+//! | 6      | 2    | reserved     | 0 on emit, ignored on parse                    |
 //! | 8      | 8    | rx_kernel_ns | kernel RX timestamp at the hop                 |
 //! | 16     | 8    | rx_app_ns    | application receive time at the hop            |
 //! | 24     | 8    | tx_app_ns    | application send time at the hop               |
@@ -209,7 +212,13 @@ pub struct HopRecord {
     pub rx_kernel_ns: i64,
     pub rx_app_ns: i64,
     pub tx_app_ns: i64,
+    /// The hop slipped the packet: sent it after its frame's send deadline, or
+    /// best effort after it missed its frame.
+    pub slipped: bool,
 }
+
+/// Hop record flag: the hop slipped the packet.
+pub const HOP_FLAG_SLIPPED: u8 = 0x01;
 
 /// Byte offsets of the fields (see the module doc).
 mod field {
@@ -232,7 +241,8 @@ mod field {
     // Inside a hop record.
     pub const HOP_NODE: usize = 0;
     pub const HOP_KIND: usize = 4;
-    // 5..8 reserved.
+    pub const HOP_FLAGS: usize = 5;
+    // 6..8 reserved.
     pub const HOP_RX_KERNEL: usize = 8;
     pub const HOP_RX_APP: usize = 16;
     pub const HOP_TX_APP: usize = 24;
@@ -265,6 +275,7 @@ fn encode_hop(hop: &HopRecord) -> [u8; HOP_LEN] {
     let mut rec = [0u8; HOP_LEN];
     write(&mut rec, field::HOP_NODE, &hop.node.to_be_bytes());
     rec[field::HOP_KIND] = hop.kind.to_u8();
+    rec[field::HOP_FLAGS] = if hop.slipped { HOP_FLAG_SLIPPED } else { 0 };
     write(
         &mut rec,
         field::HOP_RX_KERNEL,
@@ -412,6 +423,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             rx_kernel_ns: read_i64(rec, field::HOP_RX_KERNEL),
             rx_app_ns: read_i64(rec, field::HOP_RX_APP),
             tx_app_ns: read_i64(rec, field::HOP_TX_APP),
+            slipped: rec[field::HOP_FLAGS] & HOP_FLAG_SLIPPED != 0,
         })
     }
 

@@ -12,6 +12,7 @@ fn hop(node: u32, kind: HopKind, base: i64) -> HopRecord {
         rx_kernel_ns: base,
         rx_app_ns: base + 1,
         tx_app_ns: base + 2,
+        slipped: false,
     }
 }
 
@@ -334,8 +335,19 @@ fn reserved_bytes_are_ignored_on_parse() {
         let b = p.as_bytes_mut();
         b[13] = 0xFF;
         b[60..64].copy_from_slice(&[1, 2, 3, 4]);
-        b[64 + 5..64 + 8].copy_from_slice(&[5, 6, 7]);
+        // the hop's flags byte: only bit 0 (slipped) has a meaning
+        b[64 + 5..64 + 8].copy_from_slice(&[0xFE, 6, 7]);
     });
+    assert_eq!(parse_probe(&buf), Ok(repr));
+}
+
+#[test]
+fn a_hop_flagged_slipped_round_trips() {
+    let mut repr = sample(2, 200);
+    repr.hops[1].slipped = true;
+    let buf = emit_vec(&repr);
+    assert_eq!(buf[64 + 32 + 5], 0x01);
+    assert_eq!(buf[64 + 5], 0x00);
     assert_eq!(parse_probe(&buf), Ok(repr));
 }
 
@@ -607,6 +619,7 @@ fn rr_server_turns_a_request_into_a_response() {
         rx_kernel_ns: 50,
         rx_app_ns: 60,
         tx_app_ns: NOT_FILLED,
+        slipped: false,
     })
     .unwrap();
     p.set_flags(p.flags() | FLAG_RESPONSE);
@@ -629,14 +642,16 @@ fn arb_hop() -> impl Strategy<Value = HopRecord> {
         any::<i64>(),
         any::<i64>(),
         any::<i64>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(node, kind, rx_kernel_ns, rx_app_ns, tx_app_ns)| HopRecord {
+            |(node, kind, rx_kernel_ns, rx_app_ns, tx_app_ns, slipped)| HopRecord {
                 node,
                 kind,
                 rx_kernel_ns,
                 rx_app_ns,
                 tx_app_ns,
+                slipped,
             },
         )
 }

@@ -1155,6 +1155,7 @@ mod tests {
             rx_kernel_ns: 10,
             rx_app_ns: 20,
             tx_app_ns: 30,
+            slipped: false,
         };
         ProbePacket::new_checked(&mut payload[..])
             .unwrap()

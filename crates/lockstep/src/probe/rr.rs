@@ -308,6 +308,7 @@ fn server(args: RrServerArgs) -> Result<()> {
             rx_kernel_ns: rx_kernel.unwrap_or(0),
             rx_app_ns: rx_app,
             tx_app_ns: tx_app,
+            slipped: false,
         };
         if pkt.push_hop(&hop).is_err() {
             no_room += 1;

@@ -4,7 +4,8 @@
 //!
 //! Columns: `flow, seq, frame, t0, t_wake, t_send, kernel_rx, app_rx, latency`, then
 //! for each of up to [`HOPS`] hop records `hN_node, hN_rx_kernel, hN_rx_app,
-//! hN_tx_app` (empty when absent). Columns are found by name when read, so a file
+//! hN_tx_app, hN_slipped` (empty when absent; `hN_slipped` is 1 when that hop slipped
+//! the packet). Columns are found by name when read, so a file
 //! with fewer hop columns (an older receiver's) still reads.
 
 use std::io::BufRead;
@@ -33,11 +34,14 @@ const FIXED: [&str; 9] = [
     "latency",
 ];
 
+/// The columns of each hop record.
+const HOP_FIELDS: [&str; 5] = ["node", "rx_kernel", "rx_app", "tx_app", "slipped"];
+
 /// The header, in order.
 pub fn header() -> Vec<String> {
     let mut h: Vec<String> = FIXED.iter().map(|s| s.to_string()).collect();
     for n in 1..=HOPS {
-        for f in ["node", "rx_kernel", "rx_app", "tx_app"] {
+        for f in HOP_FIELDS {
             h.push(format!("h{n}_{f}"));
         }
     }
@@ -61,7 +65,7 @@ impl PacketWriter {
     pub fn over(out: SampleWriter) -> PacketWriter {
         PacketWriter {
             out,
-            row: vec![None; FIXED.len() + 4 * HOPS],
+            row: vec![None; FIXED.len() + HOP_FIELDS.len() * HOPS],
         }
     }
 
@@ -79,11 +83,12 @@ impl PacketWriter {
         row[7] = Some(d.app_rx_ns);
         row[8] = Some(d.latency_ns());
         for (i, h) in p.hops().iter().take(HOPS).enumerate() {
-            let at = FIXED.len() + 4 * i;
+            let at = FIXED.len() + HOP_FIELDS.len() * i;
             row[at] = Some(i64::from(h.node));
             row[at + 1] = Some(h.rx_kernel_ns);
             row[at + 2] = Some(h.rx_app_ns);
             row[at + 3] = Some(h.tx_app_ns);
+            row[at + 4] = Some(i64::from(h.slipped));
         }
         self.out.row(row)
     }
@@ -96,7 +101,7 @@ impl PacketWriter {
 /// Where each column is, from a header line.
 struct Layout {
     fixed: [Option<usize>; 8],
-    hops: Vec<[Option<usize>; 4]>,
+    hops: Vec<[Option<usize>; 5]>,
 }
 
 impl Layout {
@@ -111,6 +116,7 @@ impl Layout {
                     c.get(&format!("h{h}_rx_kernel")),
                     c.get(&format!("h{h}_rx_app")),
                     c.get(&format!("h{h}_tx_app")),
+                    c.get(&format!("h{h}_slipped")),
                 ])
             })
             .take(MAX_HOPS)
@@ -141,6 +147,7 @@ impl Layout {
                 rx_kernel_ns: cell(hc[1]).unwrap_or(NOT_FILLED),
                 rx_app_ns: cell(hc[2]).unwrap_or(NOT_FILLED),
                 tx_app_ns: cell(hc[3]).unwrap_or(NOT_FILLED),
+                slipped: cell(hc[4]).is_some_and(|v| v != 0),
             };
             probe.hop_count += 1;
         }
@@ -186,6 +193,7 @@ mod tests {
                 rx_kernel_ns: at,
                 rx_app_ns: at + 10,
                 tx_app_ns: at + 500,
+                slipped: i % 2 == 1,
             };
             probe.hop_count += 1;
         }
@@ -214,8 +222,11 @@ mod tests {
 
     #[test]
     fn an_older_file_with_four_hop_columns_and_a_torn_line_reads() {
-        let h = header();
-        let four = h[..FIXED.len() + 16].join(",");
+        let mut four: Vec<String> = FIXED.iter().map(|s| s.to_string()).collect();
+        for n in 1..=4 {
+            four.extend(["node", "rx_kernel", "rx_app", "tx_app"].map(|f| format!("h{n}_{f}")));
+        }
+        let four = four.join(",");
         let text = format!("{four}\n7,41,4000,1000,1100,1200,,99100,98100,1,10,20,30\n7");
         let got: Vec<Delivery> = read(text.as_bytes()).collect();
         assert_eq!(got.len(), 1);

@@ -10,7 +10,9 @@
 //! Frames (time-driven runs): a packet is *clean* on one side when nothing on its
 //! path was late for it — each router handled it within `--late` of its arrival and
 //! sent it within `--late` of its frame's start, and each link between routers
-//! (kernel send path, veth, tbf, kernel receive path) took less than `--late`. For every packet clean on both sides
+//! (kernel send path, veth, tbf, kernel receive path) took less than `--late`, and
+//! no router slipped it (its hop record says so: a packet sent after its frame
+//! leaves at the start of a later one and would otherwise look on time). For every packet clean on both sides
 //! (paired by flow and sequence number) the frames it left each router in, counted
 //! from the frame it left the first router (the edge) in, must be the same: a
 //! mismatch is a router that put the packet in another frame. The edge's own wait
@@ -268,7 +270,8 @@ fn frames_of(d: &Delivery, clock: &FrameClock, late_ns: i64) -> Option<Vec<i64>>
         let f = clock.frame_of(h.tx_app_ns);
         let start = clock.frame_start(f)?;
         let link_late = left.is_some_and(|l| arrived - l > late_ns);
-        if link_late || h.rx_app_ns - arrived > late_ns || h.tx_app_ns - start > late_ns {
+        let late = h.rx_app_ns - arrived > late_ns || h.tx_app_ns - start > late_ns;
+        if h.slipped || link_late || late {
             return None;
         }
         left = Some(h.tx_app_ns);
@@ -398,6 +401,7 @@ mod tests {
                 rx_kernel_ns: rx,
                 rx_app_ns: rx + 1_000,
                 tx_app_ns: tx,
+                slipped: false,
             };
             probe.hop_count += 1;
         }
