@@ -6,7 +6,9 @@
 #   3. simulate it with that measured host model and the lab's links (lockstep sim
 #      run --host timer.json --links veth --packets: veths behind tc tbf, as the
 #      lab builds them),
-#   4. print them side by side (lockstep sim compare): per flow p50, p99, p99.9,
+#   4. simulate it once more with each node's own wake-ups as the lab measured them
+#      (--node-hosts: what the model gives when the host is known exactly),
+#   5. print each simulation beside the lab (lockstep sim compare): per flow p50, p99, p99.9,
 #      jitter (max − min), loss, slips and the Kolmogorov–Smirnov distance between
 #      the two latency samples; for time-driven runs, how many on-time packets left
 #      some router in another frame in one world than in the other (should be 0).
@@ -62,5 +64,13 @@ echo "# 3. the simulator with this host's measured wake-ups and the lab's links"
     --processing "$PROCESSING" \
     --packets --output "$OUT/sim" --quiet > "$OUT/sim.txt" 2> "$OUT/sim.log" \
     || { cat "$OUT/sim.log" >&2; exit 1; }
+echo "# 4. the simulator with each node's wake-ups as the lab measured them"
+"$LOCKSTEP" sim run "$SCENARIO" --duration "${SECONDS_PER_RUN}s" --host "$OUT/timer.json" --links veth \
+    --node-hosts "$OUT/lab" --processing "$PROCESSING" \
+    --packets --output "$OUT/sim-nodes" --quiet > "$OUT/sim-nodes.txt" 2> "$OUT/sim-nodes.log" \
+    || { cat "$OUT/sim-nodes.log" >&2; exit 1; }
 echo
+echo "## predicted: the simulator with the timer probe's wake-ups (step 3)"
 "$LOCKSTEP" sim compare "$OUT/lab" "$OUT/sim"
+echo "## given the nodes' own wake-ups (step 4)"
+"$LOCKSTEP" sim compare "$OUT/lab" "$OUT/sim-nodes"

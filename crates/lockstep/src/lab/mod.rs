@@ -459,6 +459,7 @@ fn demo_sim_args(args: &DemoArgs) -> crate::sim::SimRunArgs {
         duration: args.duration,
         seed: 1,
         host: "ideal".into(),
+        node_hosts: None,
         processing: Duration::ZERO,
         propagation: Duration::ZERO,
         framing: lockstep_sim::Framing::Ethernet,

@@ -1,11 +1,13 @@
 //! `--host MODEL`: `ideal`, `fixed:DUR`, or the wake-up histogram of a saved
-//! `lockstep probe timer --json` document.
+//! `lockstep probe timer --json` document; `--node-hosts DIR`: each node's own
+//! wake-up lateness as a lab run measured it (`DIR/<node>.json`).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
 use lockstep_core::Duration;
-use lockstep_sim::{HostModel, Measured};
+use lockstep_sim::{HostModel, Measured, ModelError};
 use serde_json::Value;
 
 use crate::UsageError;
@@ -62,4 +64,53 @@ fn from_file(path: &Path) -> Result<HostModel> {
     let m = Measured::new(shown.to_string(), &values, &counts)
         .map_err(|e| UsageError(format!("{shown}: results.latency.histogram: {e}")))?;
     Ok(HostModel::Measured(m))
+}
+
+/// Host models by node name from a lab run directory: every `<node>.json` there
+/// with a measured wake-up histogram (`wakeup.histogram`: senders and routers).
+pub fn from_lab_run(dir: &Path) -> Result<BTreeMap<String, HostModel>> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| UsageError(format!("--node-hosts: cannot read {}: {e}", dir.display())))?;
+    let mut out = BTreeMap::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().and_then(|x| x.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(doc) = serde_json::from_str::<NodeWakeups>(&text) else {
+            continue;
+        };
+        let (Some(name), Some(w)) = (doc.name, doc.wakeup) else {
+            continue;
+        };
+        let h = w.histogram;
+        match Measured::new(path.display().to_string(), &h.bucket_ns, &h.count) {
+            Ok(m) => {
+                out.insert(name, HostModel::Measured(m));
+            }
+            // a node that timed no wake-up (a FIFO router) keeps --host
+            Err(ModelError::Empty) => {}
+            Err(e) => {
+                return Err(UsageError(format!("{}: wakeup.histogram: {e}", path.display())).into())
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(UsageError(format!(
+            "--node-hosts: {}: no node result file with a measured wake-up histogram (expected a lab run directory such as OUT/tdp)",
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(out)
+}
+
+/// What `--node-hosts` reads of a node's result file.
+#[derive(serde::Deserialize)]
+struct NodeWakeups {
+    name: Option<String>,
+    wakeup: Option<lockstep_core::stats::Summary>,
 }

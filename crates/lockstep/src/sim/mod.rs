@@ -56,6 +56,12 @@ pub struct SimRunArgs {
     /// --json` result file (its wake-up histogram).
     #[arg(long, value_name = "MODEL", default_value = "ideal")]
     pub host: String,
+    /// Each node's own host model from a lab result directory (`lab run --output
+    /// DIR`): every run takes the wake-up lateness each sender and router measured in
+    /// the lab's run of the same mode (`DIR/<run>/<node>.json`); the other nodes
+    /// keep --host.
+    #[arg(long, value_name = "DIR")]
+    pub node_hosts: Option<PathBuf>,
     /// Time a node takes per packet it handles.
     #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
     pub processing: Duration,

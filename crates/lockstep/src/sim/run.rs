@@ -72,6 +72,7 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
     Ok(SimOptions {
         seed: args.seed,
         host: hostfile::parse(&args.host)?,
+
         processing_ns: args.processing.as_nanos(),
         propagation_ns: args.propagation.as_nanos(),
         // the lab's veths count what tc tbf counts
@@ -81,6 +82,24 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
         },
         links: args.links,
         ..SimOptions::default()
+    })
+}
+
+/// A run's options: with `--node-hosts DIR`, each node's wake-ups as the lab's run
+/// of the same mode measured them (`DIR/<run>/` when it exists, else `DIR`).
+fn run_options(opts: &SimOptions, args: &SimRunArgs, run_dir: &str) -> Result<SimOptions> {
+    let Some(dir) = &args.node_hosts else {
+        return Ok(opts.clone());
+    };
+    let per_run = dir.join(run_dir);
+    let dir = if per_run.is_dir() {
+        per_run
+    } else {
+        dir.clone()
+    };
+    Ok(SimOptions {
+        hosts: hostfile::from_lab_run(&dir)?,
+        ..opts.clone()
     })
 }
 
@@ -132,6 +151,7 @@ pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<()>
         let plan_ns = wall_ns() - planning;
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
         let packets = args.packets.then(|| dir.join(&run.dir));
+        let opts = run_options(&opts, args, &run.dir)?;
         let mut o = simulate(&p, &opts, duration, &prefix, args.quiet, packets.as_deref())?;
         o.plan_ns = plan_ns;
         outcomes.push(o);
@@ -150,6 +170,7 @@ fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration
         "modes": s.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "seed": opts.seed,
         "host_model": opts.host.label(),
+        "node_hosts": args.node_hosts.as_ref().map(|d| d.display().to_string()),
         "processing": args.processing.to_string(),
         "propagation": args.propagation.to_string(),
         "framing": opts.framing.name(),
