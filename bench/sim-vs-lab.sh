@@ -16,10 +16,10 @@
 #   sudo bench/sim-vs-lab.sh SCENARIO.toml [SECONDS]   (default 10 s per mode)
 #
 # Environment: LOCKSTEP (binary, default target/release/lockstep), TIMER_SECONDS
-# (default 10), PRIORITY (default 50, the scenarios' node priority), PROCESSING (the
-# simulated nodes' time per packet, default 6us: what a user-space node here spends
-# on a packet beyond its wake-up — the lab's FIFO router residence of about 12 us is
-# a wake-up of about 6 us plus this), KEEP=1 keeps the result directories.
+# (default 10), PRIORITY (default 50, the scenarios' node priority), PROCESSING (what
+# each packet a simulated node receives, and each it sends, costs it; default 3us:
+# the lab's FIFO router residence of about 12 us here is a wake-up of about 6 us
+# plus a receive and a send), KEEP=1 keeps the result directories.
 set -euo pipefail
 
 SCENARIO=${1:-}
@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 LOCKSTEP=${LOCKSTEP:-target/release/lockstep}
 TIMER_SECONDS=${TIMER_SECONDS:-10}
 PRIORITY=${PRIORITY:-50}
-PROCESSING=${PROCESSING:-6us}
+PROCESSING=${PROCESSING:-3us}
 
 if [ -z "$SCENARIO" ] || [ ! -f "$SCENARIO" ]; then
     echo "usage: $0 SCENARIO.toml [SECONDS]  (e.g. scenarios/line.toml)" >&2; exit 2

@@ -100,6 +100,7 @@ pub struct SimNode {
     pub ports: Vec<Port>,
     pub clock: NodeClock,
     pub host: HostModel,
+    /// What each packet the node receives, and each it sends, costs it.
     pub processing_ns: i64,
     rng: Rng,
     inbox: VecDeque<(u16, PacketBuf, i64)>,
@@ -330,16 +331,20 @@ impl Engine {
             }
             now = now.saturating_add(n.processing_ns);
         }
-        self.act(i, now);
+        let now = self.act(i, now);
         let n = &mut self.nodes[i];
         n.busy_until = now;
         self.schedule_timer(i, now);
     }
 
-    /// Timers due, then everything the node hands out, onto its links.
-    fn act(&mut self, i: usize, now: i64) {
+    /// Timers due, then everything the node hands out, onto its links, one after
+    /// the other: each packet sent costs the node its processing time too (it leaves
+    /// when the node is done with it). Returns when the node is done.
+    fn act(&mut self, i: usize, now: i64) -> i64 {
         let n = &mut self.nodes[i];
         let local = n.clock.instant(now);
+        let cost = n.processing_ns;
+        let mut done = now;
         let out = &mut self.out;
         match &mut n.kind {
             Kind::Router(node) => {
@@ -348,9 +353,10 @@ impl Engine {
                 }
                 while let Some(tx) = node.poll_transmit(local) {
                     let p = usize::from(tx.port.0);
+                    done = done.saturating_add(cost);
                     match n.ports.get_mut(p).and_then(|port| {
                         port.link
-                            .send(now, tx.buf.len())
+                            .send(done, tx.buf.len())
                             .map(|at| (at, port.to, port.to_port))
                     }) {
                         Some((at, to, to_port)) => {
@@ -370,13 +376,15 @@ impl Engine {
                     let Some(port) = n.ports.first_mut() else {
                         continue;
                     };
-                    match port.link.send(now, buf.len()) {
+                    done = done.saturating_add(cost);
+                    match port.link.send(done, buf.len()) {
                         Some(at) => self.queue.push(at, Ev::Arrive(port.to, port.to_port, buf)),
                         None => self.stats.link_drops += 1,
                     }
                 }
             }
         }
+        done
     }
 
     fn schedule_timer(&mut self, i: usize, now: i64) {

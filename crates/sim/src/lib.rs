@@ -47,7 +47,7 @@ pub struct SimOptions {
     pub host: HostModel,
     /// Host models by node name.
     pub hosts: BTreeMap<String, HostModel>,
-    /// Time each node takes per packet it handles.
+    /// Time each node takes per packet it receives, and per packet it sends.
     pub processing_ns: i64,
     /// Clock offset and drift by node name.
     pub clocks: BTreeMap<String, NodeClock>,

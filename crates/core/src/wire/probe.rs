@@ -87,7 +87,7 @@
 //!
 //! // A router on the path appends its timestamps in place.
 //! let hop = HopRecord { node: 3, kind: HopKind::Router, rx_kernel_ns: 1_010_000,
-//!                       rx_app_ns: 1_012_000, tx_app_ns: 1_013_000 };
+//!                       rx_app_ns: 1_012_000, tx_app_ns: 1_013_000, slipped: false };
 //! packet.push_hop(&hop)?;
 //!
 //! // Receiver.

@@ -62,7 +62,8 @@ pub struct SimRunArgs {
     /// keep --host.
     #[arg(long, value_name = "DIR")]
     pub node_hosts: Option<PathBuf>,
-    /// Time a node takes per packet it handles.
+    /// Time a node takes per packet it handles: each packet it receives and each it
+    /// sends costs it this much (a user-space node's system calls).
     #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
     pub processing: Duration,
     /// Propagation delay of every link.
