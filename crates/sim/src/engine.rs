@@ -203,6 +203,30 @@ pub struct EngineStats {
     pub peak_events: u64,
 }
 
+/// The CPUs the nodes share when they run on one host (as the lab's do): when each
+/// is free again.
+#[derive(Clone, Debug, Default)]
+struct Cpus {
+    free_at: Vec<i64>,
+}
+
+impl Cpus {
+    /// When the first CPU is free; `None` with no limit.
+    fn earliest(&self) -> Option<i64> {
+        self.free_at.iter().copied().min()
+    }
+
+    /// A node ran from `start` to `end` on the first CPU free at `start`.
+    fn occupy(&mut self, start: i64, end: i64) {
+        if end <= start {
+            return;
+        }
+        if let Some(c) = self.free_at.iter_mut().filter(|f| **f <= start).min() {
+            *c = end;
+        }
+    }
+}
+
 /// The network and its clock.
 pub struct Engine {
     pub nodes: Vec<SimNode>,
@@ -210,6 +234,7 @@ pub struct Engine {
     stats: EngineStats,
     out: Vec<PacketBuf>,
     now: i64,
+    cpus: Cpus,
 }
 
 impl Engine {
@@ -234,7 +259,16 @@ impl Engine {
             stats: EngineStats::default(),
             out: Vec::new(),
             now: start,
+            cpus: Cpus::default(),
         }
+    }
+
+    /// The nodes share `n` CPUs: a node that wakes while every one is busy with
+    /// another node's packets waits for the first to be free (its processing time is
+    /// what keeps a CPU busy). Without it each node has a CPU of its own.
+    pub fn share_cpus(mut self, n: Option<u32>) -> Engine {
+        self.cpus.free_at = vec![i64::MIN; n.unwrap_or(0) as usize];
+        self
     }
 
     /// Ends the traffic: senders and load sources send nothing more (what is in
@@ -310,6 +344,11 @@ impl Engine {
         if n.wake_at != Some(t) {
             return; // superseded by an earlier wake-up
         }
+        if let Some(free) = self.cpus.earliest().filter(|&f| f > t) {
+            n.wake_at = Some(free);
+            self.queue.push(free, Ev::Wake(i as u32));
+            return;
+        }
         n.wake_at = None;
         self.stats.wakeups += 1;
         let mut now = t;
@@ -332,6 +371,7 @@ impl Engine {
             now = now.saturating_add(n.processing_ns);
         }
         let now = self.act(i, now);
+        self.cpus.occupy(t, now);
         let n = &mut self.nodes[i];
         n.busy_until = now;
         self.schedule_timer(i, now);
@@ -407,6 +447,24 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_cpus_are_taken_first_free_first() {
+        let mut c = Cpus {
+            free_at: vec![i64::MIN; 2],
+        };
+        assert_eq!(c.earliest(), Some(i64::MIN));
+        c.occupy(100, 130);
+        c.occupy(100, 120);
+        // both busy: the first is free at 120
+        assert_eq!(c.earliest(), Some(120));
+        c.occupy(120, 150);
+        assert_eq!(c.earliest(), Some(130));
+        // no time spent: nothing taken
+        c.occupy(130, 130);
+        assert_eq!(c.earliest(), Some(130));
+        assert_eq!(Cpus::default().earliest(), None);
+    }
 
     #[test]
     fn clocks_map_both_ways() {

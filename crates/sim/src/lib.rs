@@ -54,6 +54,8 @@ pub struct SimOptions {
     pub framing: Framing,
     pub propagation_ns: i64,
     pub links: LinkModel,
+    /// CPUs the nodes share (one host, as in the lab); `None`: a CPU each.
+    pub cpus: Option<u32>,
 }
 
 /// What the simulated links are.
@@ -79,13 +81,14 @@ impl Default for SimOptions {
             framing: Framing::Ethernet,
             propagation_ns: 0,
             links: LinkModel::Wire,
+            cpus: None,
         }
     }
 }
 
 /// A plan ready to run.
 pub fn engine(plan: &Plan, opts: &SimOptions) -> Result<Engine, BuildError> {
-    Ok(Engine::new(nodes(plan, opts)?, opts.start_ns))
+    Ok(Engine::new(nodes(plan, opts)?, opts.start_ns).share_cpus(opts.cpus))
 }
 
 /// The simulated nodes of a plan with the options' host models, processing time and

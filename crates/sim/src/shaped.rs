@@ -36,7 +36,7 @@ pub enum ShapeError {
 pub fn engine(plan: &Plan, opts: &SimOptions, loads: &[ShapedLoad]) -> Result<Engine, ShapeError> {
     let mut nodes = crate::nodes(plan, opts)?;
     shape_loads(plan, &mut nodes, loads, opts.start_ns)?;
-    Ok(Engine::new(nodes, opts.start_ns))
+    Ok(Engine::new(nodes, opts.start_ns).share_cpus(opts.cpus))
 }
 
 /// Replaces the constant-rate source of each load in `loads` by its shaped source,

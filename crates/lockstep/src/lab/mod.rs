@@ -464,6 +464,7 @@ fn demo_sim_args(args: &DemoArgs) -> crate::sim::SimRunArgs {
         propagation: Duration::ZERO,
         framing: lockstep_sim::Framing::Ethernet,
         links: lockstep_sim::LinkModel::Wire,
+        cpus: None,
         output: args.output.as_ref().map(|o| o.join("simulated")),
         json: false,
         quiet: args.quiet,

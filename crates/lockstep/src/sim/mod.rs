@@ -66,6 +66,11 @@ pub struct SimRunArgs {
     /// sends costs it this much (a user-space node's system calls).
     #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
     pub processing: Duration,
+    /// The nodes share this many CPUs, as nodes of one host do (the lab's): a node
+    /// that wakes while every CPU is busy with other nodes' packets waits for one.
+    /// Default: a CPU each.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cpus: Option<u32>,
     /// Propagation delay of every link.
     #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
     pub propagation: Duration,

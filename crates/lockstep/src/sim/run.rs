@@ -81,6 +81,7 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
             LinkModel::Wire => args.framing,
         },
         links: args.links,
+        cpus: args.cpus,
         ..SimOptions::default()
     })
 }
@@ -176,6 +177,7 @@ fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration
         "framing": opts.framing.name(),
         "framing_bytes": opts.framing.overhead(),
         "links": links_name(opts.links),
+        "cpus": opts.cpus,
     })
 }
 
