@@ -19,9 +19,9 @@
 # (default 10), PRIORITY (default 50, the scenarios' node priority), PROCESSING (what
 # each packet a simulated node receives, and each it sends, costs it; default 3us:
 # the lab's FIFO router residence of about 12 us here is a wake-up of about 6 us
-# plus a receive and a send; 5us fits this VM), CPUS (how many CPUs the simulated
-# nodes share, as the lab's nodes share this host's; default 1: it fits this 2-vCPU
-# VM, whose second CPU is busy with the kernel's network work and the load tools),
+# plus a receive and a send), CPUS (when set, the simulated nodes share that many
+# CPUs as the lab's nodes share this host's; default: a CPU each — sharing one CPU
+# fits line.toml here but makes mesh4's fourteen nodes far later than the lab's),
 # KEEP=1 keeps the result directories.
 set -euo pipefail
 
@@ -31,8 +31,9 @@ cd "$(dirname "$0")/.."
 LOCKSTEP=${LOCKSTEP:-target/release/lockstep}
 TIMER_SECONDS=${TIMER_SECONDS:-10}
 PRIORITY=${PRIORITY:-50}
-PROCESSING=${PROCESSING:-5us}
-CPUS=${CPUS:-1}
+PROCESSING=${PROCESSING:-3us}
+CPUS_ARG=()
+[ -n "${CPUS:-}" ] && CPUS_ARG=(--cpus "$CPUS")
 
 if [ -z "$SCENARIO" ] || [ ! -f "$SCENARIO" ]; then
     echo "usage: $0 SCENARIO.toml [SECONDS]  (e.g. scenarios/line.toml)" >&2; exit 2
@@ -65,12 +66,12 @@ echo "# 2. the lab (namespaces, real time)"
     --quiet > "$OUT/lab.txt" 2> "$OUT/lab.log" || { cat "$OUT/lab.log" >&2; exit 1; }
 echo "# 3. the simulator with this host's measured wake-ups and the lab's links"
 "$LOCKSTEP" sim run "$SCENARIO" --duration "${SECONDS_PER_RUN}s" --host "$OUT/timer.json" --links veth \
-    --processing "$PROCESSING" --cpus "$CPUS" \
+    --processing "$PROCESSING" "${CPUS_ARG[@]}" \
     --packets --output "$OUT/sim" --quiet > "$OUT/sim.txt" 2> "$OUT/sim.log" \
     || { cat "$OUT/sim.log" >&2; exit 1; }
 echo "# 4. the simulator with each node's wake-ups as the lab measured them"
 "$LOCKSTEP" sim run "$SCENARIO" --duration "${SECONDS_PER_RUN}s" --host "$OUT/timer.json" --links veth \
-    --node-hosts "$OUT/lab" --processing "$PROCESSING" --cpus "$CPUS" \
+    --node-hosts "$OUT/lab" --processing "$PROCESSING" "${CPUS_ARG[@]}" \
     --packets --output "$OUT/sim-nodes" --quiet > "$OUT/sim-nodes.txt" 2> "$OUT/sim-nodes.log" \
     || { cat "$OUT/sim-nodes.log" >&2; exit 1; }
 echo

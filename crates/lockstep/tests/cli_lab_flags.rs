@@ -3,23 +3,11 @@
 //! and its kind, before anything is built (as an unprivileged user: no root needed).
 //! An unknown `kind` is refused the same way, naming file, line and field.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn scenario(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios")
-        .join(name)
-        .display()
-        .to_string()
-}
+mod common;
 
-fn lockstep(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(args)
-        .output()
-        .expect("the lockstep binary runs")
-}
+use common::cli::{lockstep, scenario};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

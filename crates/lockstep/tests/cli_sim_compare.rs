@@ -11,24 +11,12 @@
 //! - `--node-hosts` on a directory holding no node result is refused the same way.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn scenario(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios")
-        .join(name)
-        .display()
-        .to_string()
-}
+mod common;
 
-fn lockstep(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(args)
-        .output()
-        .expect("the lockstep binary runs")
-}
+use common::cli::{lockstep, scenario};
 
 /// A fresh directory of this test's own.
 fn dir(tag: &str) -> PathBuf {

@@ -108,7 +108,9 @@ fn net() -> impl Strategy<Value = Net> {
 }
 
 fn divisors(k: u32) -> Vec<u32> {
-    (1..=k).filter(|e| k % e == 0 && *e <= 6).collect()
+    (1..=k)
+        .filter(|e| k.is_multiple_of(*e) && *e <= 6)
+        .collect()
 }
 
 /// A shortest path of routers from `a` to `b`.

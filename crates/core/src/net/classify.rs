@@ -313,7 +313,7 @@ mod tests {
         };
         let t = tuple([10, 0, 0, 1], [10, 0, 0, 2], PROTO_UDP, 6000, 5000);
         // the exact rule comes first: it wins; behind a wider rule it loses
-        let c = Classifier::new(vec![exact(1, 6000), wide.clone(), exact(2, 6000)]);
+        let c = Classifier::new(vec![exact(1, 6000), wide, exact(2, 6000)]);
         assert_eq!(c.classify(&t), Some(1));
         let c = Classifier::new(vec![wide, exact(1, 6000)]);
         assert_eq!(c.classify(&t), Some(9));

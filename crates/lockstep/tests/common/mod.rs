@@ -4,5 +4,6 @@
 // each test file uses a part of this
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod lab;
 pub mod line_props;
