@@ -92,6 +92,10 @@ impl LinkDir {
     }
 
     fn ns_for(&self, bytes: u64) -> i64 {
+        // 64-bit arithmetic while it cannot overflow (any frame), 128-bit beyond
+        if let Some(x) = bytes.checked_mul(8_000_000_000) {
+            return i64::try_from(x.div_ceil(self.rate_bps)).unwrap_or(i64::MAX);
+        }
         let ns = (u128::from(bytes) * 8 * 1_000_000_000).div_ceil(u128::from(self.rate_bps));
         i64::try_from(ns).unwrap_or(i64::MAX)
     }

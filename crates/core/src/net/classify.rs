@@ -6,7 +6,7 @@
 //! A linear scan without allocation: an edge carries a handful of flows, and a scan
 //! over a few rules is cheaper than any index would be.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 
@@ -232,7 +232,8 @@ fn port_range<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<(u16,
 pub struct Classifier {
     rules: Vec<Rule>,
     /// Exact rules: tuple → index of the first such rule.
-    exact: HashMap<FiveTuple, usize>,
+    /// Looked up for every packet: a fast hash (the keys are the node's own rules).
+    exact: FxHashMap<FiveTuple, usize>,
     /// Indices of the rules that are not exact, in order.
     others: Vec<usize>,
 }
@@ -241,7 +242,7 @@ impl Classifier {
     /// Take the rules as they are (an invalid rule simply never matches what it
     /// cannot express; [`Classifier::try_new`] refuses it instead).
     pub fn new(rules: Vec<Rule>) -> Classifier {
-        let mut exact = HashMap::new();
+        let mut exact = FxHashMap::default();
         let mut others = Vec::new();
         for (i, r) in rules.iter().enumerate() {
             match r.exact_tuple() {

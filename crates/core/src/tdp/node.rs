@@ -94,6 +94,8 @@
 //! change neither forwarding nor any other counter.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 use std::net::Ipv4Addr;
 
 use thiserror::Error;
@@ -286,7 +288,7 @@ pub struct Node {
     /// port's state for each packet).
     addrs: Vec<Ipv4Addr>,
     flows: Vec<FlowState>,
-    flow_by_id: HashMap<u32, usize>,
+    flow_by_id: FxHashMap<u32, usize>,
     routes: RouteTable,
     neigh: NeighbourTable,
     classifier: Classifier,
@@ -1116,6 +1118,12 @@ fn tx_ns(link: &Link, bits: u128) -> i64 {
     if link.rate_bps == 0 {
         return 0;
     }
+    // 64-bit arithmetic while it cannot overflow (any packet), 128-bit beyond
+    if let Ok(b) = u64::try_from(bits) {
+        if let Some(x) = b.checked_mul(1_000_000_000) {
+            return i64::try_from(x.div_ceil(link.rate_bps)).unwrap_or(i64::MAX);
+        }
+    }
     let ns = (bits * 1_000_000_000).div_ceil(u128::from(link.rate_bps));
     i64::try_from(ns).unwrap_or(i64::MAX)
 }
@@ -1426,7 +1434,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         .map(|p| Link::ethernet(p.rate_bps))
         .collect();
     let mut flows = Vec::new();
-    let mut flow_by_id = HashMap::new();
+    let mut flow_by_id = FxHashMap::default();
     let mut rules = Vec::new();
     for (i, f) in config.flows.iter().enumerate() {
         let field = |x: &str| format!("flows[{i}].{x}");

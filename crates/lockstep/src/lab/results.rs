@@ -253,7 +253,7 @@ pub struct TxJoin {
 /// length (for the series).
 pub struct FlowsMeter<'a> {
     accs: Vec<Acc<'a>>,
-    by_id: HashMap<u32, usize>,
+    by_id: rustc_hash::FxHashMap<u32, usize>,
     tf_ns: i64,
     ids: &'a HashMap<u32, String>,
     tx: &'a TxJoin,
