@@ -82,7 +82,8 @@ fn port_link(
         .position(|f| f.link == link)
         .ok_or_else(|| node_err(pn, format!("no interface on link {link}")))?;
     let limit = (u128::from(rate_bps) * u128::from(QUEUE_TIME_NS) / 8 / 1_000_000_000) as u64;
-    let wire = LinkDir::new(rate_bps, opts.propagation_ns, limit.max(3028), opts.framing);
+    let framing = opts.links.framing(opts.framing);
+    let wire = LinkDir::new(rate_bps, opts.propagation_ns, limit.max(3028), framing);
     let link_dir = match (opts.links, f.shape) {
         (LinkModel::Wire, _) => wire,
         (LinkModel::Veth, true) => wire.with_discipline(Discipline::Tbf {

@@ -69,6 +69,17 @@ pub enum LinkModel {
     Veth,
 }
 
+impl LinkModel {
+    /// What a frame costs on these links when `asked` is asked for: a veth's tbf
+    /// counts the Ethernet header only, whatever was asked.
+    pub fn framing(self, asked: Framing) -> Framing {
+        match self {
+            LinkModel::Wire => asked,
+            LinkModel::Veth => Framing::Tbf,
+        }
+    }
+}
+
 impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {

@@ -971,15 +971,21 @@ fn fifo_and_tdp_on_a_hand_computed_timeline() {
 
 // ----- slips ------------------------------------------------------------------
 
-#[test]
-fn frame_slips_are_counted_per_flow_and_port() {
+/// A core router with flow 1 (port 5001, d = 2) whose neighbours pad (so a repeated
+/// parity is a late packet, not a skipped frame); this node's own padding is off to
+/// keep the output simple.
+fn one_flow_padded_neighbours() -> NodeConfig {
     let mut config = core_config();
     config.flows = vec![flow(1, 5001, 2, None, vec![])];
-    // the neighbours pad (so a repeated parity is a late packet, not a skipped
-    // frame); this node's own padding is off to keep the output simple
     config.padding = true;
     config.ports[0].padding = Some(false);
     config.ports[1].padding = Some(false);
+    config
+}
+
+#[test]
+fn frame_slips_are_counted_per_flow_and_port() {
+    let mut config = one_flow_padded_neighbours();
     let c = clock(4);
     let mut node = Node::new(config.clone()).unwrap();
     let pkt = |f: i64, tag: u32| Udp::to(dst(), 5001).dscp(c.dscp(f)).sized(100, tag);
@@ -1587,11 +1593,7 @@ fn events_of(node: &mut Node) -> Vec<NodeEvent> {
 
 #[test]
 fn a_late_reserved_packet_is_one_slip_event() {
-    let mut config = core_config();
-    config.flows = vec![flow(1, 5001, 2, None, vec![])];
-    config.padding = true;
-    config.ports[0].padding = Some(false);
-    config.ports[1].padding = Some(false);
+    let config = one_flow_padded_neighbours();
     let c = clock(4);
     let mut node = Node::new(config).unwrap();
     node.set_events(true);
@@ -1638,11 +1640,7 @@ fn a_late_reserved_packet_is_one_slip_event() {
 
 #[test]
 fn a_hop_record_says_whether_the_hop_slipped_the_probe() {
-    let mut config = core_config();
-    config.flows = vec![flow(1, 5001, 2, None, vec![])];
-    config.padding = true;
-    config.ports[0].padding = Some(false);
-    config.ports[1].padding = Some(false);
+    let mut config = one_flow_padded_neighbours();
     config.frame.guard = Duration::from_micros(10);
     let c = clock(4);
     let mut node = Node::new(config).unwrap();
@@ -1679,11 +1677,7 @@ fn a_hop_record_says_whether_the_hop_slipped_the_probe() {
 
 #[test]
 fn slips_after_the_deadline_and_dropped_slips_say_so() {
-    let mut config = core_config();
-    config.flows = vec![flow(1, 5001, 2, None, vec![])];
-    config.padding = true;
-    config.ports[0].padding = Some(false);
-    config.ports[1].padding = Some(false);
+    let mut config = one_flow_padded_neighbours();
     config.frame.guard = Duration::from_micros(10);
     config.on_slip = SlipAction::Drop;
     let c = clock(4);

@@ -33,7 +33,7 @@ use lockstep_core::wire::NOT_FILLED;
 use lockstep_core::Duration;
 use serde::Serialize;
 
-use crate::report::html::{LabReport, RunReport};
+use crate::report::html::{FlowReport, LabReport, RunReport};
 use crate::report::human::fmt_ns;
 use crate::report::packets;
 use crate::UsageError;
@@ -97,22 +97,23 @@ pub struct RunCompare {
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
-    let lab = read_report(&args.lab)?;
-    let sim = read_report(&args.sim)?;
+    let lab = read_doc(&args.lab)?;
+    let sim = read_doc(&args.sim)?;
     let mut out = Vec::new();
-    for l in &lab.runs {
-        let Some(s) = sim.runs.iter().find(|s| s.label == l.label) else {
+    for l in &lab.report.runs {
+        let Some(s) = sim.report.runs.iter().find(|s| s.label == l.label) else {
             continue;
         };
-        out.push(compare_run(&args, l, s)?);
+        let meta = lab.runs.iter().find(|m| m.label == l.label);
+        out.push(compare_run(&args, meta, l, s)?);
     }
     if out.is_empty() {
         return Err(UsageError(format!(
             "{} and {}: no run in common (labels {:?} and {:?})",
             args.lab.display(),
             args.sim.display(),
-            lab.runs.iter().map(|r| &r.label).collect::<Vec<_>>(),
-            sim.runs.iter().map(|r| &r.label).collect::<Vec<_>>()
+            lab.report.runs.iter().map(|r| &r.label).collect::<Vec<_>>(),
+            sim.report.runs.iter().map(|r| &r.label).collect::<Vec<_>>()
         ))
         .into());
     }
@@ -124,30 +125,52 @@ pub fn run(args: CompareArgs) -> Result<()> {
     Ok(())
 }
 
-/// The report of a result directory's `summary.json`.
-fn read_report(dir: &Path) -> Result<LabReport> {
+/// What a result document says of each run besides its report.
+#[derive(Clone, Debug, serde::Deserialize)]
+struct RunMeta {
+    label: String,
+    /// `fifo`, `tdp`, `kernel`.
+    mode: String,
+    /// The run's directory (lab documents; a simulated run's is the same).
+    #[serde(default)]
+    dir: Option<String>,
+}
+
+/// A result directory's `summary.json`: its report and its runs.
+struct Doc {
+    report: LabReport,
+    runs: Vec<RunMeta>,
+}
+
+fn read_doc(dir: &Path) -> Result<Doc> {
     #[derive(serde::Deserialize)]
     struct Results {
         report: Option<LabReport>,
+        #[serde(default)]
+        runs: Vec<RunMeta>,
     }
     #[derive(serde::Deserialize)]
-    struct Doc {
+    struct SummaryFile {
         results: Results,
     }
     let path = dir.join("summary.json");
     let f = File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let doc: Doc = serde_json::from_reader(BufReader::new(f))
+    let doc: SummaryFile = serde_json::from_reader(BufReader::new(f))
         .with_context(|| format!("{}: not a lockstep result document", path.display()))?;
-    doc.results.report.ok_or_else(|| {
+    let report = doc.results.report.ok_or_else(|| {
         UsageError(format!(
             "{}: no report in it (a lab run or sim run result is needed)",
             path.display()
         ))
-        .into()
+    })?;
+    Ok(Doc {
+        report,
+        runs: doc.results.runs,
     })
 }
 
-/// `FIFO` → `fifo`, `TDP TF=250us` → `tdp-tf-250us`: the run's directory.
+/// `FIFO` → `fifo`, `TDP TF=250us` → `tdp-tf-250us`: the run's directory, when the
+/// document does not name it.
 fn run_dir(label: &str) -> String {
     label.to_lowercase().replace([' ', '='], "-")
 }
@@ -185,21 +208,30 @@ fn read_packets(dir: &Path, sim_hint: bool) -> Result<Packets> {
     Ok(out)
 }
 
-fn compare_run(args: &CompareArgs, l: &RunReport, s: &RunReport) -> Result<RunCompare> {
-    let dir = run_dir(&l.label);
+/// A run's flows with their ids: flows are numbered from 1 in the file's order.
+fn flows_by_id(r: &RunReport) -> impl Iterator<Item = (u32, &FlowReport)> {
+    r.flows.iter().zip(1u32..).map(|(f, id)| (id, f))
+}
+
+fn compare_run(
+    args: &CompareArgs,
+    meta: Option<&RunMeta>,
+    l: &RunReport,
+    s: &RunReport,
+) -> Result<RunCompare> {
+    let dir = meta
+        .and_then(|m| m.dir.clone())
+        .unwrap_or_else(|| run_dir(&l.label));
     let lab = read_packets(&args.lab.join(&dir), false)?;
     let sim = read_packets(&args.sim.join(&dir), true)?;
-    let flows = l
-        .flows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, lf)| {
+    let flows = flows_by_id(l)
+        .filter_map(|(id, lf)| {
             let sf = s.flows.iter().find(|f| f.name == lf.name)?;
-            let id = i as u32 + 1; // flows are numbered from 1 in file order
             Some(compare_flow(lf, sf, lab.get(&id), sim.get(&id)))
         })
         .collect();
-    let frames = match (l.label.contains("TDP"), l.tf_ns) {
+    let tdp = meta.is_some_and(|m| m.mode == "tdp");
+    let frames = match (tdp, l.tf_ns) {
         (true, Some(tf)) => Some(compare_frames(l, &lab, &sim, tf, args.late)?),
         _ => None,
     };
@@ -212,8 +244,8 @@ fn compare_run(args: &CompareArgs, l: &RunReport, s: &RunReport) -> Result<RunCo
 }
 
 fn compare_flow(
-    lf: &crate::report::html::FlowReport,
-    sf: &crate::report::html::FlowReport,
+    lf: &FlowReport,
+    sf: &FlowReport,
     lab: Option<&BTreeMap<u64, Delivery>>,
     sim: Option<&BTreeMap<u64, Delivery>>,
 ) -> FlowCompare {
@@ -292,8 +324,7 @@ fn compare_frames(
     let clock = FrameClock::new(Duration(tf_ns), 1).map_err(|e| UsageError(e.to_string()))?;
     let late_ns = late.map_or(tf_ns / 4, |d| d.as_nanos());
     let mut fr = Frames::default();
-    for (fi, lf) in l.flows.iter().enumerate() {
-        let id = fi as u32 + 1;
+    for (id, lf) in flows_by_id(l) {
         let (Some(a), Some(b)) = (lab.get(&id), sim.get(&id)) else {
             continue;
         };

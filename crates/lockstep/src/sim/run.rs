@@ -75,11 +75,7 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
 
         processing_ns: args.processing.as_nanos(),
         propagation_ns: args.propagation.as_nanos(),
-        // the lab's veths count what tc tbf counts
-        framing: match args.links {
-            LinkModel::Veth => lockstep_sim::Framing::Tbf,
-            LinkModel::Wire => args.framing,
-        },
+        framing: args.framing,
         links: args.links,
         cpus: args.cpus,
         ..SimOptions::default()
@@ -174,8 +170,8 @@ fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration
         "node_hosts": args.node_hosts.as_ref().map(|d| d.display().to_string()),
         "processing": args.processing.to_string(),
         "propagation": args.propagation.to_string(),
-        "framing": opts.framing.name(),
-        "framing_bytes": opts.framing.overhead(),
+        "framing": opts.links.framing(opts.framing).name(),
+        "framing_bytes": opts.links.framing(opts.framing).overhead(),
         "links": links_name(opts.links),
         "cpus": opts.cpus,
     })
@@ -359,8 +355,8 @@ fn finish(
         opts.host.label(),
         args.processing,
         links_name(opts.links),
-        opts.framing.name(),
-        opts.framing.overhead(),
+        opts.links.framing(opts.framing).name(),
+        opts.links.framing(opts.framing).overhead(),
         opts.seed
     )];
     if !s.description.is_empty() {

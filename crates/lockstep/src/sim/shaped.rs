@@ -414,8 +414,8 @@ fn config(s: &Shaped, args: &SimRunArgs, opts: &SimOptions) -> Value {
         "host_model": opts.host.label(),
         "processing": args.processing.to_string(),
         "propagation": args.propagation.to_string(),
-        "framing": opts.framing.name(),
-        "framing_bytes": opts.framing.overhead(),
+        "framing": opts.links.framing(opts.framing).name(),
+        "framing_bytes": opts.links.framing(opts.framing).overhead(),
         "link_rate_bps": s.port_rate.0,
         "port_queue_bytes": lab::PORT_QUEUE_LIMIT,
         "probe_period_simulated": Duration(s.probe_period.as_nanos() + PHASE_STEP.as_nanos()).to_string(),
@@ -425,8 +425,12 @@ fn config(s: &Shaped, args: &SimRunArgs, opts: &SimOptions) -> Value {
 
 /// The bound of a row for the simulated port's framing.
 fn bound(s: &Shaped, o: &Outcome, opts: &SimOptions) -> Option<lab::Bound> {
-    s.bound_on_port(o.kind, o.ts, u64::from(opts.framing.overhead()))
-        .ok()
+    s.bound_on_port(
+        o.kind,
+        o.ts,
+        u64::from(opts.links.framing(opts.framing).overhead()),
+    )
+    .ok()
 }
 
 fn us(ns: Option<i64>) -> String {
@@ -446,7 +450,7 @@ fn above(ns: i64, q: &lockstep_netcalc::Q) -> bool {
 
 /// The table of the rows, the lab's columns where the simulation has them.
 pub fn table(s: &Shaped, opts: &SimOptions, outcomes: &[Outcome]) -> String {
-    let overhead = u64::from(opts.framing.overhead());
+    let overhead = u64::from(opts.links.framing(opts.framing).overhead());
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -505,8 +509,8 @@ pub fn table(s: &Shaped, opts: &SimOptions, outcomes: &[Outcome]) -> String {
          towards B, what t_max bounds (* above t_max). A's probes run {} apart (probe_period + {}) so that they sweep the shaping interval. \
          CPU: {CPU}. loeser: T4 t_max t_est t_obs µs (t_max/t_est add 80 µs), T5 CPU % C/D/E, T7 buckets B, t_max - t_obs µs",
         opts.host.label(),
-        opts.framing.name(),
-        opts.framing.overhead(),
+        opts.links.framing(opts.framing).name(),
+        opts.links.framing(opts.framing).overhead(),
         s.port_rate.0,
         lab::PORT_QUEUE_LIMIT,
         opts.seed,
@@ -518,7 +522,12 @@ pub fn table(s: &Shaped, opts: &SimOptions, outcomes: &[Outcome]) -> String {
 }
 
 fn row_json(s: &Shaped, opts: &SimOptions, o: &Outcome) -> Value {
-    let mut m = lab::bound_json(s, o.kind, o.ts, u64::from(opts.framing.overhead()));
+    let mut m = lab::bound_json(
+        s,
+        o.kind,
+        o.ts,
+        u64::from(opts.links.framing(opts.framing).overhead()),
+    );
     m.insert("label".into(), json!(format!("{} Ts={}", o.kind, o.ts)));
     m.insert(
         "observed".into(),
