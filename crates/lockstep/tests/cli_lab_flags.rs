@@ -111,10 +111,43 @@ const CASES: &[(&str, &str, &[&str], &str)] = &[
     ),
 ];
 
+/// The shipped scenarios copied where the unprivileged user can read them (a
+/// checkout under a private directory, such as one made by `mktemp -d`, is not);
+/// removed on drop.
+struct ReadableCopies(std::path::PathBuf);
+
+impl ReadableCopies {
+    fn new() -> ReadableCopies {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lockstep-cli-flags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .expect("the directory made readable");
+        ReadableCopies(dir)
+    }
+
+    /// The path of a world-readable copy of `scenarios/<name>`.
+    fn of(&self, name: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let to = self.0.join(name);
+        std::fs::copy(scenario(name), &to).expect("the scenario copied");
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))
+            .expect("the copy made readable");
+        to.display().to_string()
+    }
+}
+
+impl Drop for ReadableCopies {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn an_option_the_kind_does_not_take_exits_2_naming_option_file_and_kind() {
+    let readable = ReadableCopies::new();
     for (cmd, file, opts, want) in CASES {
-        let f = scenario(file);
+        let f = readable.of(file);
         let mut args = vec!["lab", cmd, f.as_str()];
         args.extend_from_slice(opts);
         let o = lockstep_unprivileged(&args);
