@@ -32,10 +32,11 @@ pub enum Command {
     /// generator of large networks (`gen`).
     #[command(subcommand)]
     Sim(crate::sim::SimCmd),
-    /// Run the mesh4 scenario (baldi2006: FIFO vs TDP on a full 100 Mb/s mesh), first
-    /// simulated on an ideal host, then in namespaces on this machine; print both
-    /// tables and where the reports are.
-    Demo(crate::lab::DemoArgs),
+    /// Run the mesh4 scenario (baldi2006: FIFO vs TDP on a full 100 Mb/s mesh) three
+    /// ways — simulated on an ideal host, simulated with this host's measured
+    /// wake-ups, and live in namespaces at a time scale this host can keep — and print
+    /// one table with the paper's figures, verdicts and every outlier's cause.
+    Demo(crate::demo::DemoArgs),
     /// Print (or --apply) the tc commands for shaped flows (tbf/htb) and TDP port
     /// schedules (taprio + etf).
     Export(crate::export::ExportArgs),

@@ -10,6 +10,7 @@ mod calc;
 mod cli;
 mod commands;
 mod ctl;
+mod demo;
 mod export;
 mod host;
 mod lab;
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
         commands::Command::Node(args) => node::run(args),
         commands::Command::Lab(cmd) => lab::run(cmd),
         commands::Command::Sim(cmd) => sim::run(cmd),
-        commands::Command::Demo(args) => lab::demo(args),
+        commands::Command::Demo(args) => demo::run(args),
         commands::Command::Export(args) => export::run(args),
         commands::Command::Calc(args) => calc::run(args),
         commands::Command::Ctl(cmd) => ctl::run(cmd),

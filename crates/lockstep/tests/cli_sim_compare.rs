@@ -67,7 +67,7 @@ fn the_same_simulation_twice_compares_equal() {
         let text = std::fs::read_to_string(a.join(mode).join("rx-packets.csv")).unwrap();
         let header = text.lines().next().unwrap();
         assert!(header.starts_with("flow,seq,frame,t0,"), "{header}");
-        assert!(header.ends_with("h8_tx_app,h8_slipped"), "{header}");
+        assert!(header.ends_with("h24_tx_app,h24_slipped"), "{header}");
         assert!(text.lines().count() > 100, "{mode}: a row per packet");
     }
     let runs = compare(&a, &b);

@@ -66,7 +66,7 @@ use lockstep_core::net::Prefix;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::tdp::{Role, SlipAction};
 use lockstep_core::units::{PacketRate, Size};
-use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN, MAX_HOPS};
+use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN, MIN_RECORDED_HOPS};
 use lockstep_core::Duration;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -1528,7 +1528,7 @@ impl Scenario {
                 .parse::<Size>()
                 .map_err(|e| c.err(&fl.size, &f("size"), e.to_string()))?
                 .bytes();
-            let recorded = routers.min(MAX_HOPS);
+            let recorded = routers.min(MIN_RECORDED_HOPS);
             let min = min_flow_size(recorded);
             if size < u64::from(min) {
                 return Err(c.err(
@@ -1906,6 +1906,62 @@ impl Scenario {
             if !checked.contains(&(run.mode, run.tf)) {
                 crate::plan::plan(&self, &run)?;
             }
+        }
+        Ok(self)
+    }
+}
+
+/// Time scales a scenario may be run at (`Scenario::scaled`): each divides every
+/// link rate of the shipped scenarios exactly.
+pub const TIME_SCALES: [u32; 8] = [1, 2, 5, 10, 20, 50, 100, 200];
+
+impl Scenario {
+    /// The same experiment `s` times slower (time dilation): TF, guard and the
+    /// processing allowance times `s`, every link, flow and load rate divided by `s`.
+    /// Packet sizes, frames per cycle, forwarding delays in frames and clock drifts
+    /// are unchanged, so what happens frame by frame is the same while a host's
+    /// stalls shrink against the frame. Checked like the file (every run planned).
+    pub fn scaled(mut self, s: u32) -> Result<Scenario, ScenarioError> {
+        if s == 1 {
+            return Ok(self);
+        }
+        let k = i64::from(s);
+        let f = u64::from(s);
+        let bad = |sc: &Scenario, loc: &Loc, what: String| sc.error_at(loc, what);
+        for tf in &mut self.tfs {
+            *tf = Duration(tf.as_nanos() * k);
+        }
+        self.guard = Duration(self.guard.as_nanos() * k);
+        self.processing = Duration(self.processing.as_nanos() * k);
+        for i in 0..self.links.len() {
+            let r = self.links[i].rate_bps;
+            if !r.is_multiple_of(f) {
+                let loc = self.links[i].rate_loc.clone();
+                return Err(bad(
+                    &self,
+                    &loc,
+                    format!("{r} bit/s cannot be divided by the time scale {s}"),
+                ));
+            }
+            self.links[i].rate_bps = r / f;
+        }
+        for fl in &mut self.flows {
+            fl.rate = match fl.rate {
+                FlowRate::Every(n) => FlowRate::Every(n),
+                FlowRate::Bits(b) => FlowRate::Bits(b / f),
+                FlowRate::Packets(p) => FlowRate::Packets(PacketRate {
+                    milli_pps: p.milli_pps / f,
+                }),
+            };
+        }
+        for l in &mut self.loads {
+            l.rate_bps = l.rate_bps.map(|r| r / f);
+        }
+        if !self.description.is_empty() {
+            self.description = format!("{} — time scaled x{s}", self.description);
+        }
+        for run in self.runs() {
+            crate::plan::plan(&self, &run)?;
         }
         Ok(self)
     }

@@ -581,3 +581,42 @@ fn given_subnets_must_not_contain_each_other() {
     .unwrap();
     assert_eq!(s.links[1].subnet().to_string(), "10.9.0.4/30");
 }
+
+#[test]
+fn a_scaled_scenario_keeps_its_frames_and_slows_everything_by_the_factor() {
+    let s = Scenario::parse("mesh4.toml", MESH4).unwrap();
+    let x = s.clone().scaled(20).unwrap();
+    assert_eq!(x.tfs, [Duration::from_millis(5)]);
+    assert_eq!(x.processing, Duration::from_millis(2));
+    assert!(x.links.iter().all(|l| l.rate_bps == 5_000_000));
+    assert!(x
+        .flows
+        .iter()
+        .all(|f| f.rate == FlowRate::Packets(PacketRate { milli_pps: 40_000 })));
+    assert!(x.description.ends_with("time scaled x20"));
+    for (a, b) in s.runs().iter().zip(x.runs()) {
+        let (pa, pb) = (
+            crate::plan::plan(&s, a).unwrap(),
+            crate::plan::plan(&x, &b).unwrap(),
+        );
+        let frames = |p: &crate::plan::Plan| -> Vec<(Vec<u32>, Vec<u32>)> {
+            p.flows
+                .iter()
+                .map(|f| (f.starts.clone(), f.offsets.clone()))
+                .collect()
+        };
+        assert_eq!(frames(&pa), frames(&pb), "{}", a.label);
+    }
+    assert_eq!(s.clone().scaled(1).unwrap().tfs, s.tfs);
+}
+
+#[test]
+fn a_rate_the_scale_does_not_divide_is_refused_at_its_link() {
+    let text = BASE.replace("rate = \"100Mbit/s\"", "rate = \"100000001bit/s\"");
+    let s = Scenario::parse("t.toml", &text).unwrap();
+    let e = s.scaled(2).unwrap_err().to_string();
+    assert!(
+        e.contains("100000001 bit/s cannot be divided by the time scale 2"),
+        "{e}"
+    );
+}

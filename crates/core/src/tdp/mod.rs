@@ -28,6 +28,7 @@ pub mod queues;
 pub mod receiver;
 pub mod schedule;
 pub mod sender;
+pub mod trace;
 
 pub use config::{
     BestEffortConfig, FlowConfig, FlowRule, FrameConfig, Mode, NeighbourConfig, NodeConfig,
@@ -40,3 +41,4 @@ pub use node::{Node, NodeConfigError, RxMeta, Transmit, TxKind};
 pub use pool::PacketBuf;
 pub use receiver::{Delivery, Receiver};
 pub use sender::{SendFrame, SenderSchedule};
+pub use trace::{Cause, FlowWindow, Outlier, WindowTally};

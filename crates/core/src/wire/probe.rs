@@ -110,8 +110,13 @@ pub const HEADER_LEN: usize = 64;
 /// Length of one hop record.
 pub const HOP_LEN: usize = 32;
 /// Most hop records a packet may carry (bounds the work a receiver does per packet
-/// and lets [`ProbeRepr`] live without heap allocation).
-pub const MAX_HOPS: usize = 8;
+/// and lets [`ProbeRepr`] live without heap allocation). 24 covers the longest
+/// looping path of the four-router mesh (21 router visits), so every hop of it can
+/// be traced.
+pub const MAX_HOPS: usize = 24;
+/// Hop records every flow must have room for (a flow's packet size decides how many
+/// more it records, up to [`MAX_HOPS`]).
+pub const MIN_RECORDED_HOPS: usize = 8;
 /// The shortest buffer that can hold a probe packet.
 pub const MIN_PACKET_LEN: usize = HEADER_LEN;
 /// Flag bit 0: this packet is a response from an rr server.

@@ -277,8 +277,8 @@ fn short_or_misaligned_header_len_is_rejected() {
 
 #[test]
 fn too_many_hops_is_rejected() {
-    let buf = patched(&sample(0, 1000), |p| p.set_hop_count(9));
-    assert_eq!(parse_probe(&buf), Err(WireError::TooManyHops(9)));
+    let buf = patched(&sample(0, 1000), |p| p.set_hop_count(25));
+    assert_eq!(parse_probe(&buf), Err(WireError::TooManyHops(25)));
     let buf = patched(&sample(0, 1000), |p| p.set_hop_count(255));
     assert_eq!(parse_probe(&buf), Err(WireError::TooManyHops(255)));
 }
@@ -374,8 +374,8 @@ fn error_messages_are_clear() {
         "bad probe header length 60 (must be at least 64 and a multiple of 4)"
     );
     assert_eq!(
-        msg(WireError::TooManyHops(9)),
-        "probe packet claims 9 hop records, at most 8 are allowed"
+        msg(WireError::TooManyHops(25)),
+        "probe packet claims 25 hop records, at most 24 are allowed"
     );
     assert_eq!(
         msg(WireError::BadTotalLen {
@@ -402,7 +402,7 @@ fn error_messages_are_clear() {
             total_len: 96
         }),
         "no room for another hop record: 1 present, total length 96 bytes \
-         (each hop needs 32 bytes inside total_len, at most 8 hops)"
+         (each hop needs 32 bytes inside total_len, at most 24 hops)"
     );
     assert_eq!(
         msg(WireError::NoSuchHop {
@@ -468,8 +468,8 @@ fn emit_rejects_bad_reprs_without_writing() {
         })
     );
     let mut many = sample(0, 1000);
-    many.hop_count = 9;
-    assert_eq!(many.emit(&mut p), Err(WireError::TooManyHops(9)));
+    many.hop_count = 25;
+    assert_eq!(many.emit(&mut p), Err(WireError::TooManyHops(25)));
     let mut flags = sample(0, 100);
     flags.flags = 0x10;
     assert_eq!(flags.emit(&mut p), Err(WireError::UnknownFlags(0x10)));
@@ -544,7 +544,7 @@ fn push_hop_stops_at_max_hops() {
     assert_eq!(
         p.push_hop(&hop(99, HopKind::Router, 1)),
         Err(WireError::NoRoom {
-            hop_count: 8,
+            hop_count: MAX_HOPS as u8,
             total_len: 1500
         })
     );

@@ -116,19 +116,6 @@ pub struct PlanArgs {
     pub overrides: OverrideArgs,
 }
 
-#[derive(Args, Debug)]
-pub struct DemoArgs {
-    /// Traffic duration of each run, simulated and measured (default 10s).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
-    pub duration: Option<Duration>,
-    /// Result directory (default: lab-results/mesh4-<time>).
-    #[arg(long, short = 'o', value_name = "DIR")]
-    pub output: Option<PathBuf>,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-}
-
 impl OverrideArgs {
     /// The overrides given, as options only some kinds take.
     pub fn given(&self) -> Vec<LabFlag> {
@@ -285,8 +272,9 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                         json: a.json,
                         keep: a.keep,
                         quiet: a.quiet,
+                        silent: false,
                     };
-                    run::run_scenario(&s, &opts)
+                    run::run_scenario(&s, &opts).map(|_| ())
                 }
                 LabScenario::Shaped(sh) => shaped::run(&sh, a.duration, a.output, a.quiet),
                 LabScenario::Jitter(j) => method::run(
@@ -417,63 +405,6 @@ pub fn compress(v: &[u32]) -> String {
         i = j + 1;
     }
     out.join(",")
-}
-
-/// mesh4 twice: simulated on an ideal host (what TDP does when every node acts on
-/// time), then in namespaces on this machine (what this host does to it).
-pub fn demo(args: DemoArgs) -> Result<()> {
-    let s =
-        Scenario::parse("scenarios/mesh4.toml", MESH4).map_err(|e| UsageError(e.to_string()))?;
-    if !args.quiet {
-        eprintln!(
-            "== 1/2 simulated: mesh4 in virtual time, every node acting on time (ideal host)"
-        );
-    }
-    crate::sim::run::run_scenario(&s, &demo_sim_args(&args), 0)?;
-    if !args.quiet {
-        eprintln!("\n== 2/2 measured: mesh4 in network namespaces on this machine, in real time");
-    }
-    let opts = run::RunOptions {
-        duration: args.duration,
-        output: args.output,
-        json: false,
-        keep: false,
-        quiet: args.quiet,
-    };
-    // run_scenario ends by printing where the results and the report are
-    run::run_scenario(&s, &opts)?;
-    println!("\n{DEMO_NOTE}");
-    Ok(())
-}
-
-const DEMO_NOTE: &str = "Simulated: with every node acting on time, TDP keeps each flow's jitter \
-under 2 frames (500us) at full load, while FIFO's is in milliseconds. Measured: here the \
-host's late wake-ups (counted as slips) add their own delay; on a virtual machine they \
-reach milliseconds. To predict them, measure this host with `lockstep probe timer --json \
-> timer.json` and run `lockstep sim run scenarios/mesh4.toml --host timer.json`.";
-
-/// The simulator's part of the demo: the same duration, results beside the lab's.
-fn demo_sim_args(args: &DemoArgs) -> crate::sim::SimRunArgs {
-    crate::sim::SimRunArgs {
-        scenario: PathBuf::from("scenarios/mesh4.toml"),
-        duration: args.duration,
-        seed: 1,
-        host: "ideal".into(),
-        node_hosts: None,
-        processing: Duration::ZERO,
-        propagation: Duration::ZERO,
-        framing: lockstep_sim::Framing::Ethernet,
-        links: lockstep_sim::LinkModel::Wire,
-        cpus: None,
-        output: args.output.as_ref().map(|o| o.join("simulated")),
-        json: false,
-        quiet: args.quiet,
-        packets: false,
-        overrides: OverrideArgs {
-            tf: None,
-            modes: None,
-        },
-    }
 }
 
 #[cfg(test)]

@@ -25,13 +25,15 @@ use std::path::Path;
 
 use lockstep_core::stats::{Histogram, Summary};
 use lockstep_core::tdp::Role;
-use lockstep_core::tdp::{Delivery, NodeCounters, PortCounters};
+use lockstep_core::tdp::{Delivery, FlowWindow, NodeCounters, PortCounters, WindowTally};
 use lockstep_core::wire::NOT_FILLED;
 use serde_json::Value;
 
-use super::plan::Plan;
+use super::plan::{FlowPlan, Plan};
+use super::scenario::RunSpec;
 use crate::report::html::{Component, FlowReport, HopReport, RunReport};
 pub use crate::report::samples::{parse_row, Columns};
+use crate::report::window::{flow_window, WindowReport, WORST_KEPT};
 
 /// Most points of an inter-arrival series in the report.
 pub const SERIES_MAX: usize = 4000;
@@ -161,6 +163,8 @@ pub struct FlowInput<'a> {
     pub slips: u64,
     /// Router ids the hop records should name, in order.
     pub expect_hops: Vec<u32>,
+    /// TDP: the latency window the schedule promises (packets outside it are traced).
+    pub window: Option<FlowWindow>,
 }
 
 /// The per-packet measurements of one flow.
@@ -179,6 +183,8 @@ pub struct FlowMeasure {
     pub hop_nodes: Vec<u32>,
     /// Packets whose hop records did not name the planned routers in order.
     pub off_path: u64,
+    /// TDP: packets inside and outside the flow's window, the outliers traced.
+    pub window: WindowTally,
 }
 
 impl FlowMeasure {
@@ -281,6 +287,7 @@ impl<'a> FlowsMeter<'a> {
                     over_tf: 0,
                     hop_nodes: Vec::new(),
                     off_path: 0,
+                    window: WindowTally::default(),
                 },
                 spans: Vec::new(),
                 seen: Vec::new(),
@@ -317,6 +324,9 @@ impl<'a> FlowsMeter<'a> {
             a.m.latency.record(l);
             if l > self.tf_ns {
                 a.m.over_tf += 1;
+            }
+            if let Some(w) = &a.input.window {
+                a.m.window.add(w, d, WORST_KEPT);
             }
         }
         if let Some(app) = app {
@@ -443,7 +453,7 @@ pub fn measure_flows<'a>(
 }
 
 impl FlowMeasure {
-    pub fn report(&self, flow: &FlowInput<'_>) -> FlowReport {
+    pub fn report(&self, flow: &FlowInput<'_>, ids: &HashMap<u32, String>) -> FlowReport {
         let sent = flow.sent.unwrap_or(self.received);
         FlowReport {
             name: flow.name.to_string(),
@@ -462,6 +472,10 @@ impl FlowMeasure {
             received: self.received,
             lost: sent.saturating_sub(self.received),
             slips: flow.slips,
+            window: flow
+                .window
+                .as_ref()
+                .map(|w| WindowReport::new(w, &self.window, ids)),
         }
     }
 }
@@ -584,6 +598,18 @@ pub struct FlowLine {
     pub hops: Vec<String>,
     pub off_path: u64,
     pub duplicates: u64,
+    /// TDP: the flow against its window (the report's copy; not repeated here).
+    #[serde(skip)]
+    pub window: Option<WindowReport>,
+}
+
+/// A scenario's runs as the lab or the simulator measured them, for a caller that
+/// shows them its own way (the demo).
+#[derive(Clone, Debug)]
+pub struct ScenarioLines {
+    /// The result directory (summary.json, report.html).
+    pub dir: std::path::PathBuf,
+    pub runs: Vec<(RunSpec, Vec<FlowLine>)>,
 }
 
 /// Everything measured in one run directory.
@@ -718,7 +744,14 @@ pub fn flow_inputs<'a>(
     slips: &BTreeMap<u32, u64>,
 ) -> Vec<FlowInput<'a>> {
     let kernel = plan.run.mode == super::scenario::RunMode::Kernel;
+    let tdp = plan.run.mode == super::scenario::RunMode::Tdp;
     let ids: HashMap<&str, u32> = plan.nodes.iter().map(|n| (n.name.as_str(), n.id)).collect();
+    let asynchronous = |f: &FlowPlan| {
+        f.path
+            .first()
+            .and_then(|s| plan.node(s))
+            .is_some_and(|n| n.async_clock.is_some())
+    };
     plan.flows
         .iter()
         .map(|f| FlowInput {
@@ -737,6 +770,15 @@ pub fn flow_inputs<'a>(
                     .filter_map(|n| ids.get(n.as_str()).copied())
                     .collect()
             },
+            window: tdp.then(|| {
+                flow_window(
+                    plan.run.tf.as_nanos(),
+                    plan.k,
+                    &f.starts,
+                    &f.offsets,
+                    asynchronous(f),
+                )
+            }),
         })
         .collect()
 }
@@ -757,7 +799,7 @@ pub fn assemble(
         let Some(m) = measured.get(&input.id) else {
             continue;
         };
-        let report = m.report(input);
+        let report = m.report(input, &ids);
         lines.push(flow_line(input, m, &report, &ids));
         flows.push(report);
     }
@@ -800,6 +842,7 @@ fn flow_line(
             .collect(),
         off_path: m.off_path,
         duplicates: m.duplicates,
+        window: report.window.clone(),
     }
 }
 
@@ -874,6 +917,7 @@ mod tests {
             sent,
             slips,
             expect_hops: vec![2, 3],
+            window: None,
         }
     }
 
@@ -905,7 +949,7 @@ mod tests {
         let total: i64 = spans.iter().filter_map(|s| s.1).sum();
         assert_eq!(Some(total), m.latency.min());
         assert_eq!(m.latency.min(), Some(1050));
-        let r = m.report(&flows[0]);
+        let r = m.report(&flows[0], &HashMap::new());
         assert_eq!((r.sent, r.received, r.lost), (1, 1, 0));
     }
 
@@ -936,7 +980,7 @@ mod tests {
                 "link tx→r2"
             ]
         );
-        let r = m.report(&flows[0]);
+        let r = m.report(&flows[0], &HashMap::new());
         assert_eq!((r.sent, r.received, r.lost, r.slips), (4, 3, 1, 2));
         assert_eq!(r.inter_arrival.count, 2);
         assert_eq!(

@@ -30,7 +30,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::plan::{plan, LoadPlan, Plan};
-use super::results::{collect, FlowLine};
+use super::results::{collect, FlowLine, ScenarioLines};
 use super::scenario::{fmt_bit_rate, LoadProto, LoadTool, RouterLayout, RunSpec, Scenario};
 use super::tables;
 use super::topo::{new_run_id, ns_name, Topology};
@@ -47,6 +47,8 @@ pub struct RunOptions {
     pub json: bool,
     pub keep: bool,
     pub quiet: bool,
+    /// Print nothing on stdout (the caller shows the returned lines).
+    pub silent: bool,
 }
 
 /// Capabilities in `/proc/self/status` `CapEff` that a lab needs: CAP_NET_ADMIN (12),
@@ -781,7 +783,7 @@ fn load_table(outcomes: &[RunOutcome]) -> Option<String> {
 }
 
 /// Runs every run of a scenario (see the module docs).
-pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<()> {
+pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
     require_root("lab run")?;
     check_tools(s)?;
     let dir = opts
@@ -923,13 +925,14 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<()> {
         dir.display(),
         report_html.display()
     ));
-    if opts.json {
+    if opts.silent {
+    } else if opts.json {
         eprint!("{human}");
         println!("{text}");
     } else {
         print!("{human}");
     }
-    Ok(())
+    Ok(ScenarioLines { dir, runs: pairs })
 }
 
 #[cfg(test)]

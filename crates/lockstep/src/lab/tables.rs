@@ -21,7 +21,7 @@ fn pct(v: Option<f64>) -> String {
 }
 
 /// Renders rows of cells with left-aligned first and right-aligned other columns.
-fn grid(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn grid(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -192,6 +192,7 @@ mod tests {
             hops: vec![],
             off_path: 0,
             duplicates: 0,
+            window: None,
         }
     }
 

@@ -65,6 +65,8 @@ pub struct FlowReport {
     pub received: u64,
     pub lost: u64,
     pub slips: u64,
+    /// TDP: the window the schedule promises and the packets outside it, traced.
+    pub window: Option<super::window::WindowReport>,
 }
 
 /// One part of the latency split (`"L_I"`, `"link R1→R2"`, `"R1 residence"`).
@@ -1468,6 +1470,7 @@ mod tests {
             received,
             lost: sent.saturating_sub(received),
             slips,
+            window: None,
         }
     }
 
@@ -1900,6 +1903,7 @@ mod tests {
                     received: sent - lost,
                     lost,
                     slips,
+                    window: None,
                 });
             }
             let hops = ["R1", "R2", "R3", "R4"]
@@ -2040,6 +2044,7 @@ mod tests {
                         received: count as u64,
                         lost: 0,
                         slips: 0,
+                        window: None,
                     }],
                     hops: Vec::new(),
                 }

@@ -6,6 +6,7 @@ pub mod human;
 pub mod packets;
 pub mod samples;
 pub mod svg;
+pub mod window;
 
 use std::fs;
 use std::io::Write;
@@ -231,6 +232,27 @@ pub fn finish_lab_run(
     Ok(())
 }
 
+/// What a finished run prints on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// The human table.
+    Table,
+    /// The document (the table on stderr).
+    Json,
+    /// Nothing: a caller shows the results its own way (the demo).
+    Nothing,
+}
+
+impl Show {
+    pub fn of(json: bool) -> Show {
+        if json {
+            Show::Json
+        } else {
+            Show::Table
+        }
+    }
+}
+
 /// [`finish_lab_run`] for a document too large to hold twice: the report is
 /// rendered and dropped first, then the document goes straight to
 /// `DIR/summary.json` (no string of it in memory) and, with `--json`, from there to
@@ -240,7 +262,7 @@ pub fn finish_lab_run_streamed(
     doc: &Value,
     report: html::LabReport,
     table: &str,
-    json: bool,
+    show: Show,
 ) -> anyhow::Result<()> {
     write_atomic(&out.join("report.html"), html::render(&report).as_bytes())?;
     drop(report);
@@ -254,16 +276,18 @@ pub fn finish_lab_run_streamed(
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     drop(w);
     fs::rename(&tmp, &path).with_context(|| format!("cannot rename to {}", path.display()))?;
-    if json {
-        eprint!("{table}");
-        let mut f =
-            fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        std::io::copy(&mut f, &mut lock)?;
-        writeln!(lock)?;
-    } else {
-        print!("{table}");
+    match show {
+        Show::Json => {
+            eprint!("{table}");
+            let mut f =
+                fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let stdout = std::io::stdout();
+            let mut lock = stdout.lock();
+            std::io::copy(&mut f, &mut lock)?;
+            writeln!(lock)?;
+        }
+        Show::Table => print!("{table}"),
+        Show::Nothing => {}
     }
     Ok(())
 }

@@ -100,6 +100,9 @@ pub struct SimRunArgs {
     pub packets: bool,
     #[command(flatten)]
     pub overrides: OverrideArgs,
+    /// Print nothing on stdout (the demo shows the returned lines its own way).
+    #[arg(skip)]
+    pub silent: bool,
 }
 
 fn parse_framing(s: &str) -> Result<lockstep_sim::Framing, String> {

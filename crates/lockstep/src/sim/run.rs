@@ -16,12 +16,13 @@ use serde_json::{json, Value};
 
 use super::{hostfile, paper, SimRunArgs};
 use crate::lab::results::{
-    assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter, TxJoin,
+    assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter, ScenarioLines,
+    TxJoin,
 };
 use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
 use crate::report::html::LabReport;
 use crate::report::packets::PacketWriter;
-use crate::report::{finish_lab_run_streamed, ResultDoc};
+use crate::report::{finish_lab_run_streamed, ResultDoc, Show};
 use crate::UsageError;
 
 /// Simulated time after the traffic ends for what is in flight to arrive.
@@ -117,12 +118,12 @@ pub fn run(args: SimRunArgs) -> Result<()> {
         }
     };
     let load_ns = wall_ns() - loading;
-    run_scenario(&s, &args, load_ns)
+    run_scenario(&s, &args, load_ns).map(|_| ())
 }
 
 /// Simulates a parsed scenario (`args.scenario` names it in messages; `load_ns`: the
 /// wall time it took to read and check it).
-pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<()> {
+pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<ScenarioLines> {
     if s.modes.contains(&RunMode::Kernel) {
         return Err(UsageError(format!(
             "{}: scenario.modes: \"kernel\" (Linux forwarding) runs only in the lab; simulate with --modes fifo,tdp",
@@ -349,7 +350,7 @@ fn finish(
     dir: &Path,
     outcomes: Vec<SimOutcome>,
     load_ns: i64,
-) -> Result<()> {
+) -> Result<ScenarioLines> {
     let mut notes = vec![format!(
         "simulated (virtual time): host model {}, processing {} per packet, {} links, framing {} ({} bytes per frame beyond the IP packet), seed {}",
         opts.host.label(),
@@ -379,9 +380,16 @@ fn finish(
         generated_at: String::new(),
         command: Vec::new(),
         host: Value::Null,
-        runs: outcomes.into_iter().map(|o| o.collected.report).collect(),
+        runs: outcomes
+            .iter()
+            .map(|o| o.collected.report.clone())
+            .collect(),
         notes,
     };
+    let runs = outcomes
+        .into_iter()
+        .map(|o| (o.run, o.collected.lines))
+        .collect();
     // `results` is fixed by the seed byte for byte: the report's wall-clock time,
     // argument vector (it names the output directory) and host facts stay out of it
     // (the document has them as `started_at`, `command` and `host`; report.html shows
@@ -408,7 +416,16 @@ fn finish(
             }),
         );
     }
-    finish_lab_run_streamed(dir, &v, report, &table, args.json)
+    let show = if args.silent {
+        Show::Nothing
+    } else {
+        Show::of(args.json)
+    };
+    finish_lab_run_streamed(dir, &v, report, &table, show)?;
+    Ok(ScenarioLines {
+        dir: dir.to_path_buf(),
+        runs,
+    })
 }
 
 fn run_json(o: &SimOutcome) -> Value {

@@ -1,0 +1,312 @@
+//! Where a time-driven packet lost its time: the window a flow's schedule promises
+//! and, for a packet outside it, the hop (node and frame) and the reason.
+//!
+//! The schedule gives every packet of a flow a fixed route through frames: the edge
+//! sends it `offsets[1]` frames after the sender's frame (or, for a source whose
+//! clock is its own, in the first reserved frame after it arrives), and router `k`
+//! of the path sends it `offsets[k + 1] - offsets[k]` frames after router `k - 1`.
+//! So the latency `L = app_rx - t0` of a packet that kept its schedule lies in
+//!
+//! ```text
+//! [ (offsets[last] - 1) × TF ,  (offsets[last] + gap + 1) × TF ]
+//! ```
+//!
+//! where `gap` is the longest run of frames between two of the flow's reserved frames
+//! at the edge (the most an edge can hold an on-time packet beyond its forwarding
+//! delay) and the last `TF` is the frame in which the packet crosses the last link and
+//! is read. The frame before is a margin for a sender whose clock is its own.
+//!
+//! [`trace`] follows a packet outside that window through its hop records and names
+//! the first place that cost it frames, with the reason: the source sent late, a
+//! router woke late or slipped, a router's queue held it for a later frame, a link
+//! delivered it late, or the receiver read it late. No system calls: the records
+//! carry every time needed.
+
+use crate::tdp::Delivery;
+use crate::wire::{HopRecord, NOT_FILLED};
+
+/// What a flow's schedule promises, in nanoseconds and frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowWindow {
+    pub tf_ns: i64,
+    /// Per router of the path (edge first): frames after the sender's frame in which
+    /// it sends the packet (the plan's offsets of the links that leave the routers).
+    pub departures: Vec<i64>,
+    /// The longest gap, in frames, between two reserved frames of the flow at the edge
+    /// (0 for a synchronous sender: the edge never waits for the next one).
+    pub gap: i64,
+    /// How many frames sooner than its offset the edge may send (a sender on its own
+    /// clock; 0 for a synchronous one).
+    pub early: i64,
+    /// A wake-up or a hand-over later than this into its frame counts as late.
+    pub late_ns: i64,
+}
+
+/// Why a packet left its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cause {
+    /// The sender sent it late, and the edge had to hold it for a later frame.
+    SourceLate,
+    /// A router woke late and sent it in a later frame than its own.
+    LateWakeup,
+    /// A router sent it after its frame's deadline (and said so: the hop record's
+    /// slipped flag).
+    Slip,
+    /// A router, on time, queued it for a later frame (its frame was full).
+    QueueFull,
+    /// It reached a router (or the receiver) late although the hop before sent it in
+    /// its frame: the link (queue, shaper, the machine's softirq) held it.
+    LinkLate,
+    /// The receiver read it late.
+    ReceiverLate,
+    /// Its hop records end before its path does, and the recorded part kept time.
+    Unrecorded,
+    /// Nothing in its records explains it.
+    Unexplained,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 8] = [
+        Cause::SourceLate,
+        Cause::LateWakeup,
+        Cause::Slip,
+        Cause::QueueFull,
+        Cause::LinkLate,
+        Cause::ReceiverLate,
+        Cause::Unrecorded,
+        Cause::Unexplained,
+    ];
+
+    /// Short name, for tables and documents.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::SourceLate => "source late",
+            Cause::LateWakeup => "late wake-up",
+            Cause::Slip => "slip",
+            Cause::QueueFull => "queue full",
+            Cause::LinkLate => "link late",
+            Cause::ReceiverLate => "receiver late",
+            Cause::Unrecorded => "unrecorded hop",
+            Cause::Unexplained => "unexplained",
+        }
+    }
+
+    /// Whether the records name where the time went.
+    pub fn explained(self) -> bool {
+        !matches!(self, Cause::Unrecorded | Cause::Unexplained)
+    }
+}
+
+/// A packet outside its window and where it lost its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outlier {
+    pub seq: u64,
+    pub latency_ns: i64,
+    /// How far outside the window: above its top (positive) or below its floor
+    /// (negative).
+    pub outside_ns: i64,
+    pub cause: Cause,
+    /// Index of the router on the path (0 = edge) where it lost time, when a router.
+    pub hop: Option<usize>,
+    /// Node id of that router, from its hop record.
+    pub node: Option<u32>,
+    /// The frame it should have left in there (absolute frame index).
+    pub frame: Option<i64>,
+    /// How late: the wake-up, the hand-over or the read, in ns; or the frames lost
+    /// times TF for a queue.
+    pub by_ns: i64,
+}
+
+impl FlowWindow {
+    /// The latency window `[low, high]` in ns.
+    pub fn bounds(&self) -> (i64, i64) {
+        let last = self.departures.last().copied().unwrap_or(0);
+        (
+            (last - self.early - 1) * self.tf_ns,
+            (last + self.gap + 1) * self.tf_ns,
+        )
+    }
+
+    fn frame_of(&self, t: i64) -> i64 {
+        t.div_euclid(self.tf_ns)
+    }
+
+    fn start(&self, frame: i64) -> i64 {
+        frame.saturating_mul(self.tf_ns)
+    }
+}
+
+/// `None` when the packet's latency is inside its window, else where it lost time.
+pub fn trace(w: &FlowWindow, d: &Delivery) -> Option<Outlier> {
+    let latency = d.latency_ns();
+    let (low, high) = w.bounds();
+    if (low..=high).contains(&latency) || w.tf_ns <= 0 {
+        return None;
+    }
+    let outside = if latency > high {
+        latency - high
+    } else {
+        latency - low
+    };
+    let mut o = Outlier {
+        seq: d.probe.seq,
+        latency_ns: latency,
+        outside_ns: outside,
+        cause: Cause::Unexplained,
+        hop: None,
+        node: None,
+        frame: None,
+        by_ns: 0,
+    };
+    if outside < 0 {
+        return Some(o); // early: no record can make a packet early
+    }
+    if let Some((cause, hop, frame, by)) = first_loss(w, d) {
+        o.cause = cause;
+        o.hop = hop;
+        o.node = hop.and_then(|i| d.probe.hops().get(i)).map(|h| h.node);
+        o.frame = frame;
+        o.by_ns = by;
+    }
+    Some(o)
+}
+
+/// The first place along the path that cost the packet frames.
+fn first_loss(w: &FlowWindow, d: &Delivery) -> Option<(Cause, Option<usize>, Option<i64>, i64)> {
+    let hops = d.probe.hops();
+    let mut prev: Option<(i64, i64)> = None; // (frame sent, departure offset)
+    for (i, h) in hops.iter().enumerate() {
+        let dep = *w.departures.get(i)?;
+        let sent = w.frame_of(h.tx_app_ns);
+        let expected = match prev {
+            None => w.frame_of(d.probe.t0_ns + w.tf_ns / 2) + dep + w.gap,
+            Some((f, o)) => f + dep - o,
+        };
+        if sent > expected {
+            let (cause, by) = hop_cause(w, d, i, h, expected, prev.map(|p| p.0));
+            return Some((cause, Some(i), Some(expected), by));
+        }
+        prev = Some((sent, dep));
+    }
+    receiver_loss(w, d, prev.map(|p| p.0))
+}
+
+/// Why router `i` sent in a later frame than `expected`.
+fn hop_cause(
+    w: &FlowWindow,
+    d: &Delivery,
+    i: usize,
+    h: &HopRecord,
+    expected: i64,
+    upstream_frame: Option<i64>,
+) -> (Cause, i64) {
+    let arrived = if h.rx_kernel_ns != NOT_FILLED {
+        h.rx_kernel_ns
+    } else {
+        h.rx_app_ns
+    };
+    let due = w.start(expected);
+    if i == 0 && d.probe.t_send_ns != NOT_FILLED {
+        let source_late = d.probe.t_send_ns - d.probe.t0_ns;
+        if source_late > w.late_ns {
+            return (Cause::SourceLate, source_late);
+        }
+        if arrived - d.probe.t_send_ns > w.late_ns && arrived >= due {
+            return (Cause::LinkLate, arrived - d.probe.t_send_ns);
+        }
+    }
+    if let Some(up) = upstream_frame {
+        // the hop before sent it in frame `up`; it should be here within that frame
+        let handed_over = arrived - w.start(up + 1);
+        if handed_over > 0 && arrived >= due {
+            return (Cause::LinkLate, arrived - w.start(up));
+        }
+    }
+    let woke = h.rx_app_ns - arrived;
+    if h.rx_app_ns != NOT_FILLED && h.rx_app_ns >= due && woke > w.late_ns {
+        return (Cause::LateWakeup, woke);
+    }
+    if h.slipped {
+        return (Cause::Slip, h.tx_app_ns - due);
+    }
+    let late_in_frame = h.tx_app_ns - w.start(w.frame_of(h.tx_app_ns));
+    if h.tx_app_ns - due > w.late_ns && late_in_frame > w.late_ns {
+        return (Cause::LateWakeup, h.tx_app_ns - due);
+    }
+    (Cause::QueueFull, h.tx_app_ns - due)
+}
+
+/// The hops kept time: the receiver, the last link or a hop without a record.
+fn receiver_loss(
+    w: &FlowWindow,
+    d: &Delivery,
+    last_frame: Option<i64>,
+) -> Option<(Cause, Option<usize>, Option<i64>, i64)> {
+    if d.probe.hops().len() < w.departures.len() {
+        return Some((Cause::Unrecorded, None, None, 0));
+    }
+    let last = last_frame?;
+    let arrived = d.kernel_rx_ns.unwrap_or(d.app_rx_ns);
+    let read = d.app_rx_ns - arrived;
+    let end = w.start(last + 1);
+    if read > w.late_ns && d.app_rx_ns > end {
+        return Some((Cause::ReceiverLate, None, None, read));
+    }
+    if arrived > end {
+        return Some((Cause::LinkLate, None, None, arrived - w.start(last)));
+    }
+    None
+}
+
+/// A window's tally over a flow's packets: how many inside, the outliers per cause
+/// and the worst of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WindowTally {
+    pub inside: u64,
+    pub outside: u64,
+    /// Outliers per cause, in [`Cause::ALL`] order.
+    pub by_cause: [u64; 8],
+    /// The worst outliers (furthest outside), worst first, at most `keep`.
+    pub worst: Vec<Outlier>,
+}
+
+impl WindowTally {
+    /// Counts one packet; keeps the `keep` worst outliers.
+    pub fn add(&mut self, w: &FlowWindow, d: &Delivery, keep: usize) {
+        let Some(o) = trace(w, d) else {
+            self.inside += 1;
+            return;
+        };
+        self.outside += 1;
+        if let Some(i) = Cause::ALL.iter().position(|c| *c == o.cause) {
+            self.by_cause[i] += 1;
+        }
+        let at = self
+            .worst
+            .partition_point(|x| x.outside_ns.abs() >= o.outside_ns.abs());
+        if at < keep {
+            self.worst.insert(at, o);
+            self.worst.truncate(keep);
+        }
+    }
+
+    /// Outliers the records do not explain.
+    pub fn unexplained(&self) -> u64 {
+        Cause::ALL
+            .iter()
+            .zip(self.by_cause)
+            .filter(|(c, _)| !c.explained())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Share of packets inside the window (`None` before any packet).
+    pub fn inside_share(&self) -> Option<f64> {
+        let n = self.inside + self.outside;
+        (n > 0).then(|| self.inside as f64 / n as f64)
+    }
+}
+
+#[cfg(test)]
+#[path = "trace_tests.rs"]
+mod tests;

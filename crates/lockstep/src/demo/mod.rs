@@ -1,0 +1,325 @@
+//! `lockstep demo`: baldi2006's first experiment (mesh4) three ways, one table.
+//!
+//! 1. simulated with every node acting on time, at the paper's timing: what
+//!    time-driven forwarding does;
+//! 2. simulated with this host's wake-ups (a short `probe timer` first), at the
+//!    paper's timing: what this host would do to it;
+//! 3. live in network namespaces on this host, at a time scale chosen from that probe
+//!    so the host's stalls stay well inside a frame (`--scale` forces one,
+//!    `--no-live` skips this part and the need for root).
+//!
+//! [`host`] measures the host and picks the scale, [`table`] builds the rows,
+//! headlines and verdicts.
+
+pub mod host;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+use lockstep_core::{ClockId, Duration};
+use lockstep_plan::scenario::{FlowRate, Scenario, TIME_SCALES};
+use serde_json::json;
+
+use crate::cli::parse_duration_positive;
+use crate::lab::run::{require_root, run_scenario as lab_run, RunOptions};
+use crate::lab::{OverrideArgs, MESH4};
+use crate::report::human::fmt_ns;
+use crate::report::{write_atomic, ResultDoc};
+use crate::sim::paper::BALDI_TABLE_I;
+use crate::sim::SimRunArgs;
+use crate::UsageError;
+use table::Part;
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Simulated traffic time of each simulated run (default: the scenario's, 10s).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    pub duration: Option<Duration>,
+    /// Traffic time of each live run (default: long enough for 1200 packets per flow
+    /// at the chosen scale).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    pub live_duration: Option<Duration>,
+    /// Time scale of the live run (1 = the paper's timing: TF 250us, 100 Mb/s links);
+    /// default: chosen from this host's wake-ups.
+    #[arg(long, value_name = "S", value_parser = parse_scale)]
+    pub scale: Option<u32>,
+    /// Skip the live run (no root needed).
+    #[arg(long)]
+    pub no_live: bool,
+    /// Print one result document on stdout (text on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Result directory (default: lab-results/demo-<time>).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn parse_scale(s: &str) -> Result<u32, String> {
+    let list = TIME_SCALES.map(|x| x.to_string()).join(", ");
+    match s.trim().parse::<u32>() {
+        Ok(x) if TIME_SCALES.contains(&x) => Ok(x),
+        _ => Err(format!("expected one of {list}, got \"{s}\"")),
+    }
+}
+
+/// Packets per flow the default live run is long enough for.
+const LIVE_PACKETS: u64 = 1200;
+
+/// Where the text goes: stdout, or stderr when stdout carries the document.
+struct Say {
+    json: bool,
+}
+
+impl Say {
+    fn line(&self, s: &str) {
+        if self.json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    }
+}
+
+pub fn run(args: DemoArgs) -> Result<()> {
+    let s =
+        Scenario::parse("scenarios/mesh4.toml", MESH4).map_err(|e| UsageError(e.to_string()))?;
+    let dir = args.output.clone().unwrap_or_else(default_output);
+    std::fs::create_dir_all(&dir)?;
+    let say = Say { json: args.json };
+    let root = require_root("demo").is_ok();
+    let live = !args.no_live && root;
+    let tf = s.tfs[0];
+    say.line(&format!(
+        "lockstep demo: {} — results in {}",
+        s.description,
+        dir.display()
+    ));
+    progress(&args, "measuring this host's wake-ups (probe timer, 5 s)");
+    let w = host::measure(&dir.join("host"), root)?;
+    let scale = args
+        .scale
+        .unwrap_or_else(|| host::choose_scale(w.p9999_ns, tf));
+    say.line(&intro(&w, scale, tf, &s, &args, live, root));
+    let duration = args.duration.unwrap_or(s.duration);
+    progress(&args, "1/3 simulated, ideal host");
+    let ideal = sim_part(&s, &args, &dir, "ideal", "simulated, ideal host", duration)?;
+    progress(&args, "2/3 simulated with this host's wake-ups");
+    let model = w.file.display().to_string();
+    let modelled = sim_part(&s, &args, &dir, &model, "simulated, this host", duration)?;
+    let live_part = if live {
+        progress(&args, &format!("3/3 live in namespaces at scale {scale}"));
+        Some(live_part(&s, &args, &dir, scale)?)
+    } else {
+        None
+    };
+    let rows = table::rows(BALDI_TABLE_I, &ideal, &modelled, live_part.as_ref());
+    let names: Vec<&str> = BALDI_TABLE_I.iter().map(|(n, _, _)| *n).collect();
+    say.line("");
+    for p in [Some(&ideal), Some(&modelled), live_part.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        say.line(&table::headline(p, &names));
+    }
+    say.line("  (baldi2006 Table I, measured: TDP jitter 180us–440us, 5.2x–17.2x below FIFO)");
+    say.line("");
+    say.line(&table::table(&rows, live.then_some(scale)));
+    if let Some(v) = live_part.as_ref().and_then(table::verdicts) {
+        say.line(&v);
+    }
+    let parts = [Some(&ideal), Some(&modelled), live_part.as_ref()];
+    for p in parts.into_iter().flatten() {
+        say.line(&format!(
+            "report ({}): {}",
+            p.name,
+            p.lines.dir.join("report.html").display()
+        ));
+    }
+    write_doc(&dir, &args, &w, scale, tf, &rows, &parts)
+}
+
+fn progress(args: &DemoArgs, what: &str) {
+    if !args.quiet {
+        eprintln!("== {what}");
+    }
+}
+
+fn default_output() -> PathBuf {
+    let secs = lockstep_linux::now(ClockId::Realtime).ns / 1_000_000_000;
+    PathBuf::from("lab-results").join(format!("demo-{secs}"))
+}
+
+/// The first lines: what this host does and what the live part will run.
+fn intro(
+    w: &host::Wakeups,
+    scale: u32,
+    tf: Duration,
+    s: &Scenario,
+    args: &DemoArgs,
+    live: bool,
+    root: bool,
+) -> String {
+    let prio = if w.realtime {
+        "a SCHED_FIFO timer"
+    } else {
+        "a timer (no real-time priority: not root)"
+    };
+    let mut t = format!(
+        "This host: {prio} woke up to {} late (p99.99 {}, p99 {}; {} wake-ups in 5 s).",
+        fmt_ns(w.max_ns),
+        fmt_ns(w.p9999_ns),
+        fmt_ns(w.p99_ns),
+        w.count
+    );
+    if !live {
+        let why = if args.no_live {
+            "--no-live"
+        } else {
+            "not root (run as root for it, or pass --no-live)"
+        };
+        t.push_str(&format!("\nThe live run is skipped: {why}."));
+        return t;
+    }
+    let _ = root;
+    let why = if args.scale.is_some() {
+        "as --scale asks".to_string()
+    } else {
+        format!(
+            "the smallest at which a frame holds {} times that p99.99",
+            host::FRAME_OVER_WAKEUP
+        )
+    };
+    let link = s.links.first().map_or(0, |l| l.rate_bps) / u64::from(scale);
+    t.push_str(&format!(
+        "\nThe live run uses time scale {scale} ({why}): TF {}, links {} Mb/s, {} per mode; its times are shown real and divided by {scale}.",
+        Duration(tf.as_nanos() * i64::from(scale)),
+        link as f64 / 1e6,
+        live_duration(s, args, scale)
+    ));
+    t
+}
+
+/// The live runs' length: as asked, or long enough for [`LIVE_PACKETS`] per flow.
+fn live_duration(s: &Scenario, args: &DemoArgs, scale: u32) -> Duration {
+    if let Some(d) = args.live_duration {
+        return d;
+    }
+    let pps = s
+        .flows
+        .iter()
+        .filter_map(|f| match f.rate {
+            FlowRate::Packets(p) => Some(p.milli_pps),
+            _ => None,
+        })
+        .min()
+        .unwrap_or(800_000)
+        / u64::from(scale.max(1));
+    let secs = (LIVE_PACKETS * 1000).div_ceil(pps.max(1));
+    Duration::from_secs(secs.max(10) as i64)
+}
+
+fn sim_part(
+    s: &Scenario,
+    args: &DemoArgs,
+    dir: &Path,
+    host: &str,
+    name: &str,
+    duration: Duration,
+) -> Result<Part> {
+    let sub = if host == "ideal" {
+        "simulated"
+    } else {
+        "host-model"
+    };
+    let a = SimRunArgs {
+        scenario: PathBuf::from("scenarios/mesh4.toml"),
+        duration: Some(duration),
+        seed: 1,
+        host: host.into(),
+        node_hosts: None,
+        processing: Duration::ZERO,
+        propagation: Duration::ZERO,
+        framing: lockstep_sim::Framing::Ethernet,
+        links: lockstep_sim::LinkModel::Wire,
+        cpus: None,
+        output: Some(dir.join(sub)),
+        json: false,
+        quiet: args.quiet,
+        packets: false,
+        overrides: OverrideArgs {
+            tf: None,
+            modes: None,
+        },
+        silent: true,
+    };
+    let lines = crate::sim::run::run_scenario(s, &a, 0)?;
+    Ok(Part {
+        name: format!("{name} ({} simulated per mode)", duration),
+        scale: 1,
+        tf_ns: s.tfs[0].as_nanos(),
+        lines,
+    })
+}
+
+fn live_part(s: &Scenario, args: &DemoArgs, dir: &Path, scale: u32) -> Result<Part> {
+    let scaled = s
+        .clone()
+        .scaled(scale)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let d = live_duration(s, args, scale);
+    let opts = RunOptions {
+        duration: Some(d),
+        output: Some(dir.join("live")),
+        json: false,
+        keep: false,
+        quiet: args.quiet,
+        silent: true,
+    };
+    let lines = lab_run(&scaled, &opts)?;
+    Ok(Part {
+        name: format!("live, this host, scale {scale} ({d} per mode)"),
+        scale,
+        tf_ns: scaled.tfs[0].as_nanos(),
+        lines,
+    })
+}
+
+fn write_doc(
+    dir: &Path,
+    args: &DemoArgs,
+    w: &host::Wakeups,
+    scale: u32,
+    tf: Duration,
+    rows: &[table::DemoFlow],
+    parts: &[Option<&Part>],
+) -> Result<()> {
+    let mut doc = ResultDoc::new(
+        "demo",
+        json!({
+            "scenario": "mesh4",
+            "duration": args.duration.map(|d| d.to_string()),
+            "live": parts.get(2).is_some_and(Option::is_some),
+        }),
+    );
+    doc.insert("scale", scale);
+    doc.insert("tf_ns", tf.as_nanos() * i64::from(scale));
+    doc.insert("host_wakeups", w);
+    doc.insert("flows", rows);
+    let dirs: Vec<_> = parts
+        .iter()
+        .flatten()
+        .map(|p| json!({"part": p.name, "dir": p.lines.dir, "scale": p.scale, "tf_ns": p.tf_ns}))
+        .collect();
+    doc.insert("parts", dirs);
+    let text = serde_json::to_string_pretty(&doc)?;
+    write_atomic(&dir.join("summary.json"), text.as_bytes())?;
+    if args.json {
+        println!("{text}");
+    }
+    Ok(())
+}
