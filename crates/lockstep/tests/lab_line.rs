@@ -79,6 +79,27 @@ fn line_delivers_routes_marks_and_counts_every_packet() {
     assert!(dir.join("scenario.toml").is_file());
     assert!(dir.join("host.json").is_file());
 
+    // TDP: every delivered packet is checked against its window and each one
+    // outside is traced to where it lost time (how many there are is the host's
+    // timing; that none is left unexplained is the tracer's behaviour)
+    let reports = doc["results"]["report"]["runs"]
+        .as_array()
+        .expect("report runs");
+    for r in reports {
+        let f = &r["flows"][0];
+        if r["label"] == "TDP" {
+            let w = &f["window"];
+            assert_eq!(
+                u(w, &["inside"]) + u(w, &["outside"]),
+                u(f, &["received"]),
+                "{w}"
+            );
+            assert_eq!(u(w, &["unexplained"]), 0, "{w}");
+            assert!(u(w, &["high_ns"]) > u(w, &["low_ns"]), "{w}");
+        } else {
+            assert!(f["window"].is_null(), "FIFO has no window: {f}");
+        }
+    }
     let runs = doc["results"]["runs"].as_array().expect("runs");
     let labels: Vec<&str> = runs
         .iter()

@@ -61,6 +61,8 @@ pub struct DemoFlow {
     /// Live TDP outliers their records do not explain.
     pub unexplained: Option<u64>,
     pub live_tdp_lost: Option<u64>,
+    /// Live TDP packets the routers slipped (a slipped packet is dropped in mesh4).
+    pub live_tdp_slips: Option<u64>,
 }
 
 /// The rows, in the paper's flow order.
@@ -89,6 +91,7 @@ pub fn rows(paper: Table, ideal: &Part, host: &Part, live: Option<&Part>) -> Vec
                 live_tdp_outliers: window.map(|w| w.outside),
                 unexplained: window.map(|w| w.unexplained),
                 live_tdp_lost: tdp.map(|l| l.lost),
+                live_tdp_slips: tdp.map(|l| l.slips),
             }
         })
         .collect()
@@ -266,6 +269,7 @@ pub fn verdicts(p: &Part) -> Option<String> {
                     let ok = if j < two_tf { "<" } else { ">=" };
                     format!("{} {ok} 2 TF", fmt_ns(j))
                 }),
+                format!("{} ({} slipped)", l.lost, l.slips),
                 w.causes_text(),
             ])
         })
@@ -275,6 +279,7 @@ pub fn verdicts(p: &Part) -> Option<String> {
         "window (real time)",
         "inside",
         "jitter of 99.9%",
+        "lost",
         "outliers by cause",
     ];
     Some(format!(

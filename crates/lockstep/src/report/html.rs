@@ -133,7 +133,7 @@ pub fn components(res: &Value, parts: &[(&str, &str)]) -> Vec<Component> {
 
 /// One colour per run (Okabe–Ito: distinguishable with colour-blindness; the first
 /// run, usually FIFO, in vermillion, the second, usually TDP, in blue).
-const RUN_COLORS: [&str; 8] = [
+pub(super) const RUN_COLORS: [&str; 8] = [
     "#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#7F7F7F", "#000000",
 ];
 /// One colour per flow (frame slips per hop).
@@ -145,7 +145,7 @@ const FLOW_COLORS: [&str; 10] = [
 /// in every flow: the end-host parts in warm colours, wire time in greys, router
 /// residence in cool colours (one per router along the path).
 const RESIDENCE_COLORS: [&str; 5] = ["#4E79A7", "#76B7B2", "#59A14F", "#B07AA1", "#9C755F"];
-const LINK_COLORS: [&str; 2] = ["#CFCAC5", "#A9A39E"];
+const LINK_COLORS: [&str; 5] = ["#CFCAC5", "#9D9891", "#D9C7A7", "#B5ACA3", "#E4DCD2"];
 /// Components the report does not recognise by name.
 const OTHER_COLORS: [&str; 6] = [
     "#8DA0CB", "#E78AC3", "#A6D854", "#E5C494", "#66C2A5", "#FC8D62",
@@ -194,7 +194,7 @@ fn text_color_on(fill: &str) -> &'static str {
     }
 }
 
-fn color(palette: &[&'static str], i: usize) -> &'static str {
+pub(super) fn color(palette: &[&'static str], i: usize) -> &'static str {
     palette
         .get(i % palette.len().max(1))
         .copied()
@@ -203,7 +203,7 @@ fn color(palette: &[&'static str], i: usize) -> &'static str {
 
 /// Chart canvas width in SVG user units; the page shows two charts side by side at
 /// about this size on a laptop screen.
-const CHART_W: f64 = 620.0;
+pub(super) const CHART_W: f64 = 620.0;
 
 /// Renders the whole page.
 pub fn render(report: &LabReport) -> String {
@@ -214,11 +214,14 @@ pub fn render(report: &LabReport) -> String {
     if report.runs.is_empty() {
         page.push_str(r#"<section><p class="empty">This report holds no runs.</p></section>"#);
     } else {
+        super::verdict::glance_section(&mut page, report);
         summary_section(&mut page, report);
         if report.runs.len() >= 2 {
             comparison_section(&mut page, report, &names);
         }
         latency_section(&mut page, report, &names);
+        super::ccdf::ccdf_section(&mut page, report, &names);
+        super::verdict::outliers_section(&mut page, report);
         decomposition_section(&mut page, report, &names);
         inter_arrival_section(&mut page, report, &names);
         slips_section(&mut page, report, &names);
@@ -234,8 +237,8 @@ pub fn render(report: &LabReport) -> String {
 
 /// Flow names across all runs, in order of first appearance; the position picks the
 /// flow's colour, so a flow keeps its colour in every chart.
-struct Names {
-    flows: Vec<String>,
+pub(super) struct Names {
+    pub(super) flows: Vec<String>,
     /// Name → position in `flows`.
     position: HashMap<String, usize>,
     /// Per run: name → index of its first flow of that name.
@@ -294,7 +297,11 @@ impl Names {
     }
 
     /// Every run's flow called `name`, with the run's index.
-    fn across<'a>(&self, report: &'a LabReport, name: &str) -> Vec<(usize, &'a FlowReport)> {
+    pub(super) fn across<'a>(
+        &self,
+        report: &'a LabReport,
+        name: &str,
+    ) -> Vec<(usize, &'a FlowReport)> {
         (0..report.runs.len())
             .filter_map(|ri| self.find(report, ri, name).map(|f| (ri, f)))
             .collect()
@@ -399,7 +406,7 @@ fn shell_line(args: &[String]) -> String {
 
 /// The display unit for nanosecond values up to `max_abs`: µs below 10 ms, ms below
 /// 10 s, else s.
-fn unit_for(max_abs: f64) -> (f64, &'static str) {
+pub(super) fn unit_for(max_abs: f64) -> (f64, &'static str) {
     if max_abs < 1e7 {
         (1e3, "µs")
     } else if max_abs < 1e10 {
@@ -465,6 +472,11 @@ dl.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));
 dl.facts div{display:flex;gap:8px;border-bottom:1px dotted var(--line);padding:2px 0;min-width:0}
 dl.facts dt{color:var(--muted);flex:0 0 130px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 dl.facts dd{margin:0;overflow-wrap:anywhere}
+ul.glance{margin:6px 0 10px;padding-left:20px;font-size:15px}
+ul.glance li{margin:3px 0}
+details.notes{background:#fff8e6;border:1px solid #f0d9a0;border-radius:8px;padding:6px 12px;margin:10px 0}
+details.notes summary{cursor:pointer;font-weight:600}
+details.notes ul{margin:6px 0;padding-left:20px}
 ul.notes{background:#fff8e6;border:1px solid #f0d9a0;border-radius:8px;padding:8px 12px 8px 30px;margin:10px 0}
 nav{display:flex;flex-wrap:wrap;gap:4px 16px;margin:12px 0 0;font-size:13px}
 nav a{color:var(--accent);text-decoration:none}
@@ -560,7 +572,7 @@ fn header(page: &mut String, report: &LabReport) {
     let mut facts = Vec::new();
     flatten_facts("", &report.host, 0, &mut facts);
     if !facts.is_empty() {
-        page.push_str(r#"<details class="host" open><summary>Host</summary><dl class="facts">"#);
+        page.push_str(r#"<details class="host"><summary>Host facts</summary><dl class="facts">"#);
         for (k, v) in &facts {
             let _ = write!(
                 page,
@@ -571,7 +583,7 @@ fn header(page: &mut String, report: &LabReport) {
         }
         page.push_str("</dl></details>");
     }
-    if !report.notes.is_empty() {
+    if report.runs.is_empty() && !report.notes.is_empty() {
         page.push_str(r#"<ul class="notes">"#);
         for note in &report.notes {
             let _ = write!(page, "<li>{}</li>", esc(note));
@@ -579,18 +591,18 @@ fn header(page: &mut String, report: &LabReport) {
         page.push_str("</ul>");
     }
     if !report.runs.is_empty() {
-        page.push_str(r##"<nav><a href="#summary">Summary</a>"##);
+        page.push_str(r##"<nav><a href="#glance">At a glance</a><a href="#summary">Summary</a>"##);
         if report.runs.len() >= 2 {
             page.push_str(r##"<a href="#comparison">Comparison</a>"##);
         }
         page.push_str(
-            r##"<a href="#latency">Latency PMF</a><a href="#decomposition">Decomposition</a><a href="#inter-arrival">Inter-arrival</a><a href="#slips">Frame slips</a></nav>"##,
+            r##"<a href="#latency">Latency PMF</a><a href="#ccdf">Latency CCDF</a><a href="#outliers">Outliers</a><a href="#decomposition">Decomposition</a><a href="#inter-arrival">Inter-arrival</a><a href="#slips">Frame slips</a></nav>"##,
         );
     }
     page.push_str("</header>");
 }
 
-fn run_swatch(i: usize) -> String {
+pub(super) fn run_swatch(i: usize) -> String {
     format!(
         r#"<span class="sw" style="background:{}"></span>"#,
         color(&RUN_COLORS, i)
@@ -814,7 +826,7 @@ fn value_range(s: &Summary) -> Option<(i64, i64)> {
 }
 
 fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
-    page.push_str(r#"<section id="latency"><h2>End-to-end latency PMF</h2><p class="lead">Probability of each latency bin (log scale), all runs overlaid.</p><div class="cards">"#);
+    page.push_str(r#"<section id="latency"><h2>End-to-end latency PMF</h2><p class="lead">Probability of each latency bin (log scale), all runs overlaid; the shaded band between dashed lines is the window a TDP run's schedule promises.</p><div class="cards">"#);
     for name in &names.flows {
         let flows: Vec<(usize, &FlowReport)> = names.across(report, name);
         if flows.is_empty() {
@@ -852,9 +864,14 @@ fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
 }
 
 fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
+    let windows: Vec<(usize, i64, i64)> = flows
+        .iter()
+        .filter_map(|&(ri, f)| f.window.as_ref().map(|w| (ri, w.low_ns, w.high_ns)))
+        .collect();
     let range = flows
         .iter()
         .filter_map(|(_, f)| value_range(&f.latency))
+        .chain(windows.iter().map(|&(_, lo, hi)| (lo, hi)))
         .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)));
     let Some((lo, hi)) = range else {
         return (
@@ -931,12 +948,50 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
             r#"<path d="{d}" fill="{c}" fill-opacity="{opacity:.2}" stroke="{c}" stroke-width="1.5" stroke-linejoin="round"/>"#
         );
     }
+    for &(ri, lo, hi) in &windows {
+        window_band(
+            &mut s,
+            &chart,
+            color(&RUN_COLORS, ri),
+            lo as f64 / div,
+            hi as f64 / div,
+        );
+    }
     s.push_str(Chart::close());
     let caption = match binning {
         Binning::Linear { width } => format!("Bins {} wide.", fmt_ns(width)),
         Binning::Log => "Log x axis (values span more than 50×); 16 bins per doubling.".into(),
     };
     (s, caption)
+}
+
+/// A TDP run's window on a latency chart: its two ends dashed, the span shaded.
+fn window_band(s: &mut String, chart: &Chart, c: &str, lo: f64, hi: f64) {
+    let (x0, x1) = (chart.px(lo), chart.px(hi));
+    let (top, bottom) = (chart.top, chart.y_end());
+    let _ = write!(
+        s,
+        r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{c}" fill-opacity="0.06"/>"#,
+        n(x0),
+        n(top),
+        n((x1 - x0).max(0.0)),
+        n(bottom - top)
+    );
+    for x in [x0, x1] {
+        let _ = write!(
+            s,
+            r#"<line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="{c}" stroke-width="1.5" stroke-dasharray="5 4"/>"#,
+            n(top),
+            n(bottom),
+            x = n(x)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text class="val" x="{}" y="{}" text-anchor="middle">TDP window</text>"#,
+        n((x0 + x1) / 2.0),
+        n(top + 12.0)
+    );
 }
 
 /// A chart-sized box with a message, for sections without data.
@@ -972,7 +1027,7 @@ fn empty_chart(height: f64, message: &str, label: &str) -> String {
 // Latency decomposition
 
 fn decomposition_section(page: &mut String, report: &LabReport, names: &Names) {
-    page.push_str(r#"<section id="decomposition"><h2>Latency decomposition</h2><p class="lead">Where the time goes (SPEC §3), in path order: timer wake-up L_I, transmit path L_Tx, links and router residence, receive path L_Rx. Stacked means add up to the mean of L; each component's own p99, stacked, is usually more than the p99 of L (black mark).</p><div class="cards">"#);
+    page.push_str(r#"<section id="decomposition"><h2>Latency decomposition</h2><p class="lead">Where the time goes, in path order: timer wake-up L_I, transmit path L_Tx, links and router residence, receive path L_Rx; one chart per run, each on its own scale. Stacked means add up to the mean of L; each component's own p99, stacked, is usually more than the p99 of L (black mark).</p><div class="cards">"#);
     for name in &names.flows {
         let flows: Vec<(usize, &FlowReport)> = names.across(report, name);
         if flows.is_empty() {
@@ -1007,7 +1062,9 @@ fn decomposition_section(page: &mut String, report: &LabReport, names: &Names) {
             .map(String::as_str)
             .zip(colors.iter().copied())
             .collect();
-        page.push_str(&decomposition_chart(report, name, &flows, &palette));
+        for &one in &flows {
+            page.push_str(&decomposition_chart(report, name, &[one], &palette));
+        }
         page.push_str("</figure>");
     }
     page.push_str("</div></section>");
@@ -1561,9 +1618,10 @@ mod tests {
         assert!(html.contains(r#"<dt title="kernel.release">kernel.release</dt><dd>6.1.0</dd>"#));
         assert!(html.contains(r#"<dt title="rt">rt</dt><dd>no</dd>"#));
         assert!(!html.contains("sync.daemons"));
-        // One SVG per chart: 2 PMFs, 2 decompositions, 2 inter-arrival, 1 slip chart
-        // (the FIFO routers report no slip counts: a sentence instead).
-        assert_eq!(html.matches("<svg").count(), 7);
+        // One SVG per chart: 2 PMFs, 2 CCDFs, 4 decompositions (one per flow and run),
+        // 2 inter-arrival, 1 slip chart (the FIFO routers report no slip counts: a
+        // sentence instead).
+        assert_eq!(html.matches("<svg").count(), 11);
         // The comparison: 480/20 = 24.0 and 100/8 = 12.5; p99 = max here (3 and 2
         // values), so the p99 ratios are 500/270 = 1.85… and 130/258 = 0.50….
         assert!(html.contains("<th>FIFO/<wbr>TDP</th>"));
@@ -2089,8 +2147,8 @@ mod tests {
     fn sample_report_is_well_formed_and_bounded() {
         let html = render(&sample_report());
         assert_well_formed(&html);
-        // 5 flows × (PMF, decomposition, inter-arrival) + the TDP slip chart.
-        assert_eq!(html.matches("<svg").count(), 16);
+        // 5 flows × (PMF, CCDF, 2 decompositions, inter-arrival) + the TDP slip chart.
+        assert_eq!(html.matches("<svg").count(), 26);
         // Dots are deduplicated per half pixel: the page stays small.
         assert!(html.len() < 2_000_000, "{} bytes", html.len());
     }

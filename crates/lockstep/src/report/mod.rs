@@ -1,11 +1,13 @@
 //! Results: the SPEC §7 JSON document, the output directory, streamed per-sample CSV,
 //! and the human summary tables.
 
+pub mod ccdf;
 pub mod html;
 pub mod human;
 pub mod packets;
 pub mod samples;
 pub mod svg;
+pub mod verdict;
 pub mod window;
 
 use std::fs;
