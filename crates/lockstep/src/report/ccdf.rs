@@ -59,8 +59,11 @@ pub(super) fn ccdf_section(page: &mut String, report: &LabReport, names: &Names)
     page.push_str("</div></section>");
 }
 
+/// A run's curve on a chart: run index, CCDF points, its window's top.
+type Curve = (usize, Vec<(i64, f64)>, Option<i64>);
+
 fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
-    let curves: Vec<(usize, Vec<(i64, f64)>, Option<i64>)> = flows
+    let curves: Vec<Curve> = flows
         .iter()
         .map(|&(ri, f)| (ri, ccdf(&f.latency), f.window.as_ref().map(|w| w.high_ns)))
         .collect();
