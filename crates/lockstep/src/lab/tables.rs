@@ -70,15 +70,22 @@ pub fn run_table(run: &RunSpec, lines: &[FlowLine]) -> String {
             ]
         })
         .collect();
-    format!(
-        "{} (TF {}):\n{}",
-        run.label,
-        run.tf,
-        grid(
-            &["flow", "count", "min", "p50", "p99", "max", "jitter", "lost", "slips"],
-            &rows
-        )
-    )
+    let mut head = vec![
+        "flow", "count", "min", "p50", "p99", "max", "jitter", "lost", "slips",
+    ];
+    let mut rows = rows;
+    if lines.iter().any(|l| l.window.is_some()) {
+        head.extend(["in window", "outside: cause"]);
+        for (r, l) in rows.iter_mut().zip(lines) {
+            let w = l.window.as_ref();
+            r.push(pct(w.and_then(|w| w.inside_share())));
+            r.push(w.map_or("-".into(), |w| match w.outside {
+                0 => "0".into(),
+                n => format!("{n}: {}", w.causes_text()),
+            }));
+        }
+    }
+    format!("{} (TF {}):\n{}", run.label, run.tf, grid(&head, &rows))
 }
 
 /// FIFO vs TDP per flow (jitter = max − min end-to-end delay), for every TF that has
@@ -194,6 +201,39 @@ mod tests {
             duplicates: 0,
             window: None,
         }
+    }
+
+    #[test]
+    fn a_tdp_run_shows_each_flow_against_its_window() {
+        use crate::report::window::WindowReport;
+        let tf = Duration::from_micros(250);
+        let mut l = line("f1", 20_000, 0, 0.0);
+        l.window = Some(WindowReport {
+            inside: 999,
+            outside: 1,
+            causes: vec![("late wake-up".into(), 1), ("slip".into(), 0)],
+            ..WindowReport::default()
+        });
+        let t = run_table(&RunSpec::new(RunMode::Tdp, tf, true, false), &[l]);
+        assert!(
+            t.lines()
+                .nth(1)
+                .unwrap()
+                .ends_with("in window     outside: cause"),
+            "{t}"
+        );
+        assert!(
+            t.lines()
+                .nth(2)
+                .unwrap()
+                .ends_with("99.90%  1: 1 late wake-up"),
+            "{t}"
+        );
+        let fifo = run_table(
+            &RunSpec::new(RunMode::Fifo, tf, true, false),
+            &[line("f1", 1, 0, 0.0)],
+        );
+        assert!(!fifo.contains("window"), "{fifo}");
     }
 
     #[test]
