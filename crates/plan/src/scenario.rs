@@ -668,6 +668,8 @@ pub struct Scenario {
     pub tf_loc: Loc,
     pub k_loc: Loc,
     pub d_loc: Loc,
+    /// 1 as written; `s` after [`Scenario::scaled`] (times `s`, rates divided by `s`).
+    pub time_scale: u32,
     /// Per node: its links, in file order.
     node_links: Vec<Vec<usize>>,
 }
@@ -1847,6 +1849,7 @@ impl Scenario {
             k_loc,
             d_loc,
             node_links,
+            time_scale: 1,
         };
         // Everything that depends on the time-frame: schedules, delays, routes.
         for run in scenario.runs() {
@@ -1922,7 +1925,7 @@ impl Scenario {
     /// are unchanged, so what happens frame by frame is the same while a host's
     /// stalls shrink against the frame. Checked like the file (every run planned).
     pub fn scaled(mut self, s: u32) -> Result<Scenario, ScenarioError> {
-        if s == 1 {
+        if s <= 1 {
             return Ok(self);
         }
         let k = i64::from(s);
@@ -1960,6 +1963,7 @@ impl Scenario {
         if !self.description.is_empty() {
             self.description = format!("{} — time scaled x{s}", self.description);
         }
+        self.time_scale = self.time_scale.saturating_mul(s);
         for run in self.runs() {
             crate::plan::plan(&self, &run)?;
         }

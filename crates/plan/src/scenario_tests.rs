@@ -594,6 +594,7 @@ fn a_scaled_scenario_keeps_its_frames_and_slows_everything_by_the_factor() {
         .iter()
         .all(|f| f.rate == FlowRate::Packets(PacketRate { milli_pps: 40_000 })));
     assert!(x.description.ends_with("time scaled x20"));
+    assert_eq!((s.time_scale, x.time_scale), (1, 20));
     for (a, b) in s.runs().iter().zip(x.runs()) {
         let (pa, pb) = (
             crate::plan::plan(&s, a).unwrap(),

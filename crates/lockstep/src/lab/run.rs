@@ -801,6 +801,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
             "tf": s.tfs.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
             "k": s.k,
             "modes": s.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+            "time_scale": s.time_scale,
         }),
     );
     write_atomic(&dir.join("scenario.toml"), s.source.text.as_bytes())?;
@@ -861,7 +862,13 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
         }
     }
     let report = LabReport {
-        title: format!("lockstep lab: {}", s.name),
+        title: match s.time_scale {
+            1 => format!("lockstep lab: {}", s.name),
+            x => format!(
+                "lockstep lab: {} at time scale {x} (times {x}× the scenario's, rates ÷ {x})",
+                s.name
+            ),
+        },
         scenario: s.name.clone(),
         generated_at: doc.started_at.clone(),
         command: doc.command.clone(),
