@@ -114,6 +114,11 @@ fn times(r: Option<f64>) -> String {
     }
 }
 
+/// FIFO's and TDP's jitter in ms and their ratio.
+fn triple(fifo: Option<i64>, tdp: Option<i64>) -> [String; 3] {
+    [ms(fifo), ms(tdp), times(ratio(fifo, tdp))]
+}
+
 /// The table of every flow's jitter, part by part (`scale`: the live part's, if it
 /// ran).
 pub fn table(rows: &[DemoFlow], scale: Option<u32>) -> String {
@@ -138,25 +143,20 @@ pub fn table(rows: &[DemoFlow], scale: Option<u32>) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            let mut v = vec![
-                r.flow.clone(),
-                ms(r.paper_fifo_ns),
-                ms(r.paper_tdp_ns),
-                times(ratio(r.paper_fifo_ns, r.paper_tdp_ns)),
-                ms(r.sim_fifo_jitter_ns),
-                ms(r.sim_tdp_jitter_ns),
-                times(ratio(r.sim_fifo_jitter_ns, r.sim_tdp_jitter_ns)),
-                ms(r.host_sim_fifo_jitter_ns),
-                ms(r.host_sim_tdp_jitter_ns),
-                times(ratio(r.host_sim_fifo_jitter_ns, r.host_sim_tdp_jitter_ns)),
-                ms(r.live_fifo_jitter_scaled_ns),
-                ms(r.live_tdp_jitter_scaled_ns),
-                times(ratio(r.live_fifo_jitter_ns, r.live_tdp_jitter_ns)),
+            let mut v = vec![r.flow.clone()];
+            v.extend(triple(r.paper_fifo_ns, r.paper_tdp_ns));
+            v.extend(triple(r.sim_fifo_jitter_ns, r.sim_tdp_jitter_ns));
+            v.extend(triple(r.host_sim_fifo_jitter_ns, r.host_sim_tdp_jitter_ns));
+            v.extend(triple(
+                r.live_fifo_jitter_scaled_ns,
+                r.live_tdp_jitter_scaled_ns,
+            ));
+            v.extend([
                 r.live_tdp_in_window
                     .map_or("-".into(), |s| format!("{:.2}%", s * 100.0)),
                 r.live_tdp_outliers.map_or("-".into(), |n| n.to_string()),
                 r.unexplained.map_or("-".into(), |n| n.to_string()),
-            ];
+            ]);
             v.truncate(if scale.is_some() { v.len() } else { 10 });
             v
         })
