@@ -70,13 +70,30 @@ fn parse_scale(s: &str) -> Result<u32, String> {
 /// Packets per flow the default live run is long enough for.
 const LIVE_PACKETS: u64 = 1200;
 
-/// Where the text goes: stdout, or stderr when stdout carries the document.
+/// Where the text goes: stdout, or stderr when stdout carries the document; on a
+/// terminal the FIFO/TDP ratios are coloured by which did better.
 struct Say {
     json: bool,
+    paint: bool,
 }
 
 impl Say {
+    fn new(json: bool) -> Say {
+        use std::io::IsTerminal;
+        let paint = if json {
+            std::io::stderr().is_terminal()
+        } else {
+            std::io::stdout().is_terminal()
+        };
+        Say { json, paint }
+    }
+
     fn line(&self, s: &str) {
+        let s = if self.paint {
+            table::paint_ratios(s)
+        } else {
+            s.to_string()
+        };
         if self.json {
             eprintln!("{s}");
         } else {
@@ -90,7 +107,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         Scenario::parse("scenarios/mesh4.toml", MESH4).map_err(|e| UsageError(e.to_string()))?;
     let dir = args.output.clone().unwrap_or_else(default_output);
     std::fs::create_dir_all(&dir)?;
-    let say = Say { json: args.json };
+    let say = Say::new(args.json);
     let root = require_root("demo").is_ok();
     let live = !args.no_live && root;
     let tf = s.tfs[0];

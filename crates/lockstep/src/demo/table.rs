@@ -290,6 +290,32 @@ pub fn verdicts(p: &Part) -> Option<String> {
     ))
 }
 
+/// Every ratio token (`12.5x`) of a text in green when TDP did better (above 1) and
+/// red when FIFO did (below 1), for a terminal; the padding stays as it was.
+pub fn paint_ratios(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut word = String::new();
+    let flush = |w: &mut String, out: &mut String| {
+        let value = w.strip_suffix('x').and_then(|n| n.parse::<f64>().ok());
+        match value {
+            Some(v) if v > 1.0 => out.push_str(&format!("\x1b[32m{w}\x1b[0m")),
+            Some(v) if v < 1.0 => out.push_str(&format!("\x1b[31m{w}\x1b[0m")),
+            _ => out.push_str(w),
+        }
+        w.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() || c == '.' || c == 'x' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,6 +373,18 @@ mod tests {
                 ],
             },
         }
+    }
+
+    #[test]
+    fn ratios_are_painted_by_who_did_better() {
+        assert_eq!(
+            paint_ratios("f1  12.5x  0.9x  1.0x  3.100  x"),
+            "f1  \x1b[32m12.5x\x1b[0m  \x1b[31m0.9x\x1b[0m  1.0x  3.100  x"
+        );
+        assert_eq!(
+            paint_ratios("2.5x–10.1x below"),
+            "\x1b[32m2.5x\x1b[0m–\x1b[32m10.1x\x1b[0m below"
+        );
     }
 
     #[test]

@@ -386,6 +386,20 @@ pub fn fmt_ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
+/// A comparison's ratio cell, in the colour of the run that did better (lower is
+/// better for every compared figure): the second run's above 1, the first's below.
+fn ratio_cell(a: Option<f64>, b: Option<f64>) -> String {
+    let better = match (a, b) {
+        (Some(a), Some(b)) if a > b => Some(1),
+        (Some(a), Some(b)) if a < b => Some(0),
+        _ => None,
+    };
+    let style = better.map_or(String::new(), |i| {
+        format!(r#" style="color:{}""#, color(&RUN_COLORS, i))
+    });
+    format!(r#"<td class="ratio"{style}>{}</td>"#, fmt_ratio(a, b))
+}
+
 /// The command line as a shell would take it back: arguments with special characters
 /// in single quotes.
 fn shell_line(args: &[String]) -> String {
@@ -662,7 +676,7 @@ fn comparison_section(page: &mut String, report: &LabReport, names: &Names) {
     let card_px = (190 + 100 * (report.runs.len() + 1)).min(1260);
     let _ = write!(
         page,
-        r#"<section id="comparison"><h2>Comparison</h2><p class="lead">Each run side by side per flow; the last column is the first run over the second ({ratio_head}).</p><div class="cards" style="grid-template-columns:repeat(auto-fill,minmax({card_px}px,1fr))">"#,
+        r#"<section id="comparison"><h2>Comparison</h2><p class="lead">Each run side by side per flow; the last column is the first run over the second ({ratio_head}), in the colour of the run that did better (lower is better).</p><div class="cards" style="grid-template-columns:repeat(auto-fill,minmax({card_px}px,1fr))">"#,
     );
     for name in &names.flows {
         let flows: Vec<Option<&FlowReport>> = (0..report.runs.len())
@@ -715,11 +729,8 @@ fn comparison_section(page: &mut String, report: &LabReport, names: &Names) {
                     None => page.push_str(r#"<td><span class="nodata">absent</span></td>"#),
                 }
             }
-            let _ = write!(
-                page,
-                r#"<td class="ratio">{}</td></tr>"#,
-                fmt_ratio(first.and_then(value), second.and_then(value))
-            );
+            let (a, b) = (first.and_then(value), second.and_then(value));
+            let _ = write!(page, "{}</tr>", ratio_cell(a, b));
         }
         page.push_str("</tbody></table></div>");
     }
@@ -1631,16 +1642,16 @@ mod tests {
             .collect();
         assert_eq!(jitter_rows.len(), 2);
         assert!(jitter_rows[0]
-            .starts_with(r#"<td>480.00 µs</td><td>20.00 µs</td><td class="ratio">24.0×</td>"#));
+            .starts_with(r#"<td>480.00 µs</td><td>20.00 µs</td><td class="ratio" style="color:#0072B2">24.0×</td>"#));
         assert!(jitter_rows[1]
-            .starts_with(r#"<td>100.00 µs</td><td>8.00 µs</td><td class="ratio">12.5×</td>"#));
-        assert!(html.contains(r#"<td class="l">p99</td><td>500.00 µs</td><td>270.00 µs</td><td class="ratio">1.9×</td>"#));
+            .starts_with(r#"<td>100.00 µs</td><td>8.00 µs</td><td class="ratio" style="color:#0072B2">12.5×</td>"#));
+        assert!(html.contains(r#"<td class="l">p99</td><td>500.00 µs</td><td>270.00 µs</td><td class="ratio" style="color:#0072B2">1.9×</td>"#));
         // Loss 1 of 4 vs 0 of 3: infinitely worse; slips 0 vs 2: ratio 0.
         assert!(html.contains(
-            r#"<td class="l">Loss</td><td>1 (25.00 %)</td><td>0 (0 %)</td><td class="ratio">∞</td>"#
+            r#"<td class="l">Loss</td><td>1 (25.00 %)</td><td>0 (0 %)</td><td class="ratio" style="color:#0072B2">∞</td>"#
         ));
         assert!(html.contains(
-            r#"<td class="l">Slips</td><td>0</td><td>2</td><td class="ratio">0.0×</td>"#
+            r#"<td class="l">Slips</td><td>0</td><td>2</td><td class="ratio" style="color:#D55E00">0.0×</td>"#
         ));
         // Both ratios of the odd flow are 0/0.
         assert!(html.contains(
