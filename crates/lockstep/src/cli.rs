@@ -191,6 +191,16 @@ impl LengthArgs {
     }
 }
 
+/// A time scale: one of `lockstep_plan::scenario::TIME_SCALES`.
+pub fn parse_time_scale(s: &str) -> Result<u32, String> {
+    let scales = lockstep_plan::scenario::TIME_SCALES;
+    let list = scales.map(|x| x.to_string()).join(", ");
+    match s.trim().parse::<u32>() {
+        Ok(x) if scales.contains(&x) => Ok(x),
+        _ => Err(format!("expected one of {list}, got \"{s}\"")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

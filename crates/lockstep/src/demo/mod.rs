@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::Args;
 use lockstep_core::{ClockId, Duration};
-use lockstep_plan::scenario::{FlowRate, Scenario, TIME_SCALES};
+use lockstep_plan::scenario::{FlowRate, Scenario};
 use serde_json::json;
 
 use crate::cli::parse_duration_positive;
@@ -43,7 +43,7 @@ pub struct DemoArgs {
     pub live_duration: Option<Duration>,
     /// Time scale of the live run (1 = the paper's timing: TF 250us, 100 Mb/s links);
     /// default: chosen from this host's wake-ups.
-    #[arg(long, value_name = "S", value_parser = parse_scale)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::parse_time_scale)]
     pub scale: Option<u32>,
     /// Skip the live run (no root needed).
     #[arg(long)]
@@ -57,14 +57,6 @@ pub struct DemoArgs {
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
-}
-
-fn parse_scale(s: &str) -> Result<u32, String> {
-    let list = TIME_SCALES.map(|x| x.to_string()).join(", ");
-    match s.trim().parse::<u32>() {
-        Ok(x) if TIME_SCALES.contains(&x) => Ok(x),
-        _ => Err(format!("expected one of {list}, got \"{s}\"")),
-    }
 }
 
 /// Packets per flow the default live run is long enough for.
@@ -271,6 +263,7 @@ fn sim_part(
         overrides: OverrideArgs {
             tf: None,
             modes: None,
+            scale: None,
         },
         silent: true,
     };

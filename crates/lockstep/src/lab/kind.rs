@@ -167,6 +167,8 @@ pub enum LabFlag {
     Tf,
     /// `lab run/plan --modes`.
     Modes,
+    /// `lab run/plan --scale`, `sim run --scale`.
+    Scale,
     /// `lab run --keep`.
     Keep,
     /// `lab run --json`.
@@ -179,9 +181,10 @@ pub enum LabFlag {
 
 impl LabFlag {
     #[cfg(test)]
-    pub const ALL: [LabFlag; 6] = [
+    pub const ALL: [LabFlag; 7] = [
         LabFlag::Tf,
         LabFlag::Modes,
+        LabFlag::Scale,
         LabFlag::Keep,
         LabFlag::Json,
         LabFlag::Repeat,
@@ -192,6 +195,7 @@ impl LabFlag {
         match self {
             LabFlag::Tf => "--tf",
             LabFlag::Modes => "--modes",
+            LabFlag::Scale => "--scale",
             LabFlag::Keep => "--keep",
             LabFlag::Json => "--json",
             LabFlag::Repeat => "--repeat",
@@ -203,7 +207,9 @@ impl LabFlag {
     pub fn kinds(self) -> &'static [ScenarioKind] {
         use ScenarioKind::*;
         match self {
-            LabFlag::Tf | LabFlag::Modes | LabFlag::Keep | LabFlag::PlanOutput => &[Tdp],
+            LabFlag::Tf | LabFlag::Modes | LabFlag::Scale | LabFlag::Keep | LabFlag::PlanOutput => {
+                &[Tdp]
+            }
             LabFlag::Json => &[Tdp, Jitter, RtService],
             LabFlag::Repeat => &[Jitter],
         }
@@ -229,6 +235,10 @@ impl LabFlag {
             (LabFlag::Modes, _) => {
                 "it runs each of scenario.shapers at each of scenario.ts, not FIFO/TDP modes"
             }
+            (LabFlag::Scale, Jitter | RtService) => {
+                "it measures this host's own timing, which a time scale would change"
+            }
+            (LabFlag::Scale, _) => "its bound is computed at the scenario's own rates and interval",
             (LabFlag::Keep, _) => "its namespaces are always removed after each run",
             (LabFlag::Json, _) => "its result document is summary.json in the result directory",
             (LabFlag::Repeat, Tdp) => "it runs each mode and time-frame once",
@@ -343,7 +353,7 @@ mod tests {
     fn every_option_is_refused_for_the_kinds_that_do_not_take_it() {
         use LabFlag::*;
         use ScenarioKind::*;
-        let table: [(LabFlag, &[ScenarioKind], &str); 6] = [
+        let table: [(LabFlag, &[ScenarioKind], &str); 7] = [
             (Tf, &[Tdp], "--tf applies to TDP scenarios only"),
             (Modes, &[Tdp], "--modes applies to TDP scenarios only"),
             (Keep, &[Tdp], "--keep applies to TDP scenarios only"),
@@ -362,6 +372,7 @@ mod tests {
                 &[Tdp],
                 "lab plan --output applies to TDP scenarios only",
             ),
+            (Scale, &[Tdp], "--scale applies to TDP scenarios only"),
         ];
         assert_eq!(table.len(), LabFlag::ALL.len());
         for (flag, takes, head) in table {

@@ -67,6 +67,12 @@ pub struct OverrideArgs {
     /// scenarios).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_mode)]
     pub modes: Option<Vec<RunMode>>,
+    /// Run the scenario S times slower (time dilation: TF, processing allowance and
+    /// periods times S, link, flow and load rates divided by S; frames unchanged), so
+    /// a host's stalls shrink against the frame. One of 1, 2, 5, 10, 20, 50, 100, 200
+    /// (TDP scenarios).
+    #[arg(long, value_name = "S", value_parser = crate::cli::parse_time_scale)]
+    pub scale: Option<u32>,
 }
 
 #[derive(Args, Debug)]
@@ -125,6 +131,9 @@ impl OverrideArgs {
         }
         if self.modes.is_some() {
             v.push(LabFlag::Modes);
+        }
+        if self.scale.is_some() {
+            v.push(LabFlag::Scale);
         }
         v
     }
@@ -221,7 +230,8 @@ impl ScenarioFile {
                 let mut s = Scenario::parse(file, &text).map_err(usage)?;
                 // the file as written (with its `kind = "tdp"`, if any) goes with the results
                 s.source.text = self.text;
-                LabScenario::Tdp(s.with_overrides(o.tf, o.modes.clone()).map_err(usage)?)
+                let s = s.with_overrides(o.tf, o.modes.clone()).map_err(usage)?;
+                LabScenario::Tdp(s.scaled(o.scale.unwrap_or(1)).map_err(usage)?)
             }
             ScenarioKind::Shaped => {
                 LabScenario::Shaped(shaped::Shaped::parse(file, &self.text).map_err(usage)?)
@@ -428,6 +438,7 @@ mod tests {
         OverrideArgs {
             tf: None,
             modes: None,
+            scale: None,
         }
     }
 
@@ -461,12 +472,39 @@ mod tests {
         let o = OverrideArgs {
             tf: Some(Duration::from_micros(100)),
             modes: Some(vec![RunMode::Tdp]),
+            scale: None,
         };
         let LabScenario::Tdp(s) = load(&shipped("line.toml"), &[], &o).unwrap() else {
             panic!("line.toml is a TDP scenario")
         };
         assert_eq!(s.tfs, vec![Duration::from_micros(100)]);
         assert_eq!(s.modes, vec![RunMode::Tdp]);
+        // a time scale multiplies the TF given
+        let scaled = OverrideArgs {
+            scale: Some(10),
+            ..o.clone()
+        };
+        let LabScenario::Tdp(s) = load(&shipped("line.toml"), &[], &scaled).unwrap() else {
+            panic!("line.toml is a TDP scenario")
+        };
+        assert_eq!((s.tfs[0], s.time_scale), (Duration::from_millis(1), 10));
+        let e = load(&shipped("shaped-switch.toml"), &[], &scaled).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--tf applies to TDP scenarios only; "),
+            "{e}"
+        );
+        let only_scale = OverrideArgs {
+            scale: Some(10),
+            ..no_overrides()
+        };
+        let e = load(&shipped("rt-service.toml"), &[], &only_scale).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--scale applies to TDP scenarios only; ")
+                && e.to_string().contains("measures this host's own timing"),
+            "{e}"
+        );
         let e = load(&shipped("cbr-jitter.toml"), &[], &o).unwrap_err();
         assert!(e.downcast_ref::<UsageError>().is_some());
         assert!(e
