@@ -209,6 +209,8 @@ pub struct LoadPlan {
 pub struct Plan {
     pub run: RunSpec,
     pub k: u32,
+    /// How long a router may take to queue a packet (the scenario's allowance).
+    pub processing: Duration,
     pub nodes: Vec<NodePlan>,
     pub flows: Vec<FlowPlan>,
     pub loads: Vec<LoadPlan>,
@@ -1023,6 +1025,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
     Ok(Plan {
         run: run.clone(),
         k,
+        processing: s.processing,
         nodes,
         flows,
         loads,

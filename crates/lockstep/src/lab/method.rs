@@ -1033,6 +1033,7 @@ fn html_report(
                     ..FlowReport::default()
                 }],
                 hops: Vec::new(),
+                bound_note: None,
             }
         })
         .collect();

@@ -21,6 +21,7 @@
 
 pub use lockstep_plan::{plan, scenario};
 
+pub mod bound;
 pub mod kind;
 pub mod method;
 pub mod results;

@@ -476,6 +476,7 @@ impl FlowMeasure {
                 .window
                 .as_ref()
                 .map(|w| WindowReport::new(w, &self.window, ids)),
+            bound_ns: None,
         }
     }
 }
@@ -728,7 +729,9 @@ pub fn collect(plan: &Plan, dir: &Path, span_ns: i64) -> Collected {
         .iter()
         .map(|(name, d)| hop_report(name, d, &flow_names))
         .collect();
-    assemble(plan, &inputs, &measured, hops, warnings)
+    let mut c = assemble(plan, &inputs, &measured, hops, warnings);
+    super::bound::add_fifo_bounds(&mut c.report, plan);
+    c
 }
 
 /// Node ids to names (hop records carry ids).
@@ -809,6 +812,7 @@ pub fn assemble(
             tf_ns: Some(plan.run.tf.as_nanos()),
             flows,
             hops,
+            bound_note: None,
         },
         lines,
         warnings,

@@ -1126,6 +1126,7 @@ fn html_report(
                     ..FlowReport::default()
                 }],
                 hops: Vec::new(),
+                bound_note: None,
             }
         })
         .collect();

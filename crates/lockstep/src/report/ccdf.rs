@@ -36,7 +36,7 @@ pub fn ccdf(s: &Summary) -> Vec<(i64, f64)> {
 }
 
 pub(super) fn ccdf_section(page: &mut String, report: &LabReport, names: &Names) {
-    page.push_str(r#"<section id="ccdf"><h2>Latency CCDF</h2><p class="lead">Share of packets slower than each latency (log scale): the tail, all runs overlaid. A dashed line marks the top of a TDP run's window.</p><div class="cards">"#);
+    page.push_str(r#"<section id="ccdf"><h2>Latency CCDF</h2><p class="lead">Share of packets slower than each latency (log scale): the tail, all runs overlaid. A dashed line marks the top of a TDP run's window or a FIFO flow's network-calculus bound.</p><div class="cards">"#);
     for name in &names.flows {
         let flows = names.across(report, name);
         if flows.is_empty() {
@@ -59,13 +59,16 @@ pub(super) fn ccdf_section(page: &mut String, report: &LabReport, names: &Names)
     page.push_str("</div></section>");
 }
 
-/// A run's curve on a chart: run index, CCDF points, its window's top.
+/// A run's curve on a chart: run index, CCDF points, its window's top or its bound.
 type Curve = (usize, Vec<(i64, f64)>, Option<i64>);
 
 fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
     let curves: Vec<Curve> = flows
         .iter()
-        .map(|&(ri, f)| (ri, ccdf(&f.latency), f.window.as_ref().map(|w| w.high_ns)))
+        .map(|&(ri, f)| {
+            let top = f.window.as_ref().map(|w| w.high_ns).or(f.bound_ns);
+            (ri, ccdf(&f.latency), top)
+        })
         .collect();
     let xs = curves
         .iter()
@@ -119,7 +122,7 @@ fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
             let x = chart.px(*w as f64 / div);
             let _ = write!(
                 s,
-                r#"<line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="{col}" stroke-width="1.5" stroke-dasharray="5 4"/><text class="val" x="{}" y="{}" text-anchor="end">window top {}</text>"#,
+                r#"<line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="{col}" stroke-width="1.5" stroke-dasharray="5 4"/><text class="val" x="{}" y="{}" text-anchor="end">limit {}</text>"#,
                 n(chart.top),
                 n(chart.y_end()),
                 n(x - 3.0),

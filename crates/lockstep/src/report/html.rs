@@ -46,6 +46,8 @@ pub struct RunReport {
     pub flows: Vec<FlowReport>,
     /// The routers crossed, in path order where there is one.
     pub hops: Vec<HopReport>,
+    /// FIFO: why the flows have no network-calculus bound, when they have none.
+    pub bound_note: Option<String>,
 }
 
 /// What the receiver measured for one flow.
@@ -67,6 +69,8 @@ pub struct FlowReport {
     pub slips: u64,
     /// TDP: the window the schedule promises and the packets outside it, traced.
     pub window: Option<super::window::WindowReport>,
+    /// FIFO: the network-calculus bound of the network part of the delay (ns).
+    pub bound_ns: Option<i64>,
 }
 
 /// One part of the latency split (`"L_I"`, `"link R1→R2"`, `"R1 residence"`).
@@ -837,7 +841,7 @@ fn value_range(s: &Summary) -> Option<(i64, i64)> {
 }
 
 fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
-    page.push_str(r#"<section id="latency"><h2>End-to-end latency PMF</h2><p class="lead">Probability of each latency bin (log scale), all runs overlaid; the shaded band between dashed lines is the window a TDP run's schedule promises.</p><div class="cards">"#);
+    page.push_str(r#"<section id="latency"><h2>End-to-end latency PMF</h2><p class="lead">Probability of each latency bin (log scale), all runs overlaid; the shaded band between dashed lines is the window a TDP run's schedule promises, a dotted line a FIFO flow's network-calculus bound (the network's part of the delay, where one can be computed).</p><div class="cards">"#);
     for name in &names.flows {
         let flows: Vec<(usize, &FlowReport)> = names.across(report, name);
         if flows.is_empty() {
@@ -879,10 +883,15 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
         .iter()
         .filter_map(|&(ri, f)| f.window.as_ref().map(|w| (ri, w.low_ns, w.high_ns)))
         .collect();
+    let bounds: Vec<(usize, i64)> = flows
+        .iter()
+        .filter_map(|&(ri, f)| f.bound_ns.map(|b| (ri, b)))
+        .collect();
     let range = flows
         .iter()
         .filter_map(|(_, f)| value_range(&f.latency))
         .chain(windows.iter().map(|&(_, lo, hi)| (lo, hi)))
+        .chain(bounds.iter().map(|&(_, b)| (b, b)))
         .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)));
     let Some((lo, hi)) = range else {
         return (
@@ -968,6 +977,9 @@ fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
             hi as f64 / div,
         );
     }
+    for &(ri, b) in &bounds {
+        bound_line(&mut s, &chart, color(&RUN_COLORS, ri), b as f64 / div);
+    }
     s.push_str(Chart::close());
     let caption = match binning {
         Binning::Linear { width } => format!("Bins {} wide.", fmt_ns(width)),
@@ -1002,6 +1014,20 @@ fn window_band(s: &mut String, chart: &Chart, c: &str, lo: f64, hi: f64) {
         r#"<text class="val" x="{}" y="{}" text-anchor="middle">TDP window</text>"#,
         n((x0 + x1) / 2.0),
         n(top + 12.0)
+    );
+}
+
+/// A FIFO run's network-calculus bound on a latency chart: a dashed line, labelled.
+fn bound_line(s: &mut String, chart: &Chart, c: &str, x: f64) {
+    let px = chart.px(x);
+    let _ = write!(
+        s,
+        r#"<line x1="{px}" y1="{}" x2="{px}" y2="{}" stroke="{c}" stroke-width="1.5" stroke-dasharray="2 3"/><text class="val" x="{}" y="{}" text-anchor="end">NC bound</text>"#,
+        n(chart.top),
+        n(chart.y_end()),
+        n(px - 3.0),
+        n(chart.top + 24.0),
+        px = n(px)
     );
 }
 
@@ -1539,6 +1565,7 @@ mod tests {
             lost: sent.saturating_sub(received),
             slips,
             window: None,
+            bound_ns: None,
         }
     }
 
@@ -1578,6 +1605,7 @@ mod tests {
                         flow(ODD, &[30_000, 130_000], 2, 0),
                     ],
                     hops: vec![hop("R1", vec![]), hop("R2", vec![])],
+                    bound_note: None,
                 },
                 RunReport {
                     label: "TDP".into(),
@@ -1590,6 +1618,7 @@ mod tests {
                         hop("R1", vec![("alpha".into(), 2), (ODD.into(), 0)]),
                         hop("R2", vec![("alpha".into(), 0), (ODD.into(), 0)]),
                     ],
+                    bound_note: None,
                 },
             ],
             notes: vec!["not a PREEMPT_RT kernel".into()],
@@ -1702,6 +1731,7 @@ mod tests {
                     ..Default::default()
                 }],
                 hops: vec![],
+                bound_note: None,
             }],
             ..Default::default()
         };
@@ -1973,6 +2003,7 @@ mod tests {
                     lost,
                     slips,
                     window: None,
+                    bound_ns: None,
                 });
             }
             let hops = ["R1", "R2", "R3", "R4"]
@@ -2016,6 +2047,7 @@ mod tests {
                 tf_ns: tdp.then_some(tf as i64),
                 flows,
                 hops,
+                bound_note: None,
             });
         }
         LabReport {
@@ -2114,8 +2146,10 @@ mod tests {
                         lost: 0,
                         slips: 0,
                         window: None,
+                        bound_ns: None,
                     }],
                     hops: Vec::new(),
+                    bound_note: None,
                 }
             })
             .collect();

@@ -36,6 +36,7 @@ pub fn headline(run: &RunReport) -> String {
         let under = j.iter().filter(|&&x| x < 2 * t).count();
         let _ = write!(s, "; {under} of {} flows under 2 TF", j.len());
     }
+    s.push_str(&bound_text(run));
     let w: Vec<&WindowReport> = run.flows.iter().filter_map(|f| f.window.as_ref()).collect();
     let (inside, outside): (u64, u64) = w
         .iter()
@@ -49,6 +50,47 @@ pub fn headline(run: &RunReport) -> String {
         );
     }
     s
+}
+
+/// `; every flow under its network-calculus bound`, or why there is none.
+fn bound_text(run: &RunReport) -> String {
+    let with: Vec<(i64, Option<i64>)> = run
+        .flows
+        .iter()
+        .filter_map(|f| Some((f.bound_ns?, f.latency.max_ns)))
+        .collect();
+    if with.is_empty() {
+        return run
+            .bound_note
+            .as_ref()
+            .map_or(String::new(), |n| format!("; {n}"));
+    }
+    let over = with
+        .iter()
+        .filter(|(b, m)| m.is_some_and(|m| m > *b))
+        .count();
+    if over == 0 {
+        format!(
+            "; every flow's max under its network-calculus bound ({})",
+            range_ns(&with)
+        )
+    } else {
+        format!(
+            "; {over} of {} flows above their network-calculus bound ({}; it covers the network, not the hosts' wake-ups)",
+            with.len(),
+            range_ns(&with)
+        )
+    }
+}
+
+fn range_ns(v: &[(i64, Option<i64>)]) -> String {
+    let lo = v.iter().map(|x| x.0).min().unwrap_or(0);
+    let hi = v.iter().map(|x| x.0).max().unwrap_or(0);
+    if lo == hi {
+        fmt_ns(lo)
+    } else {
+        format!("{}–{}", fmt_ns(lo), fmt_ns(hi))
+    }
 }
 
 /// The headlines, the host sentence and the notes folded under them.
@@ -270,6 +312,7 @@ mod tests {
             tf_ns: Some(250_000),
             flows: vec![flow("f1", &[1_200_000, 1_300_000, 2_500_000], Some(w))],
             hops: Vec::new(),
+            bound_note: None,
         }
     }
 

@@ -270,7 +270,8 @@ pub fn simulate(
         .map(|(n, c)| router_report(n, c, None, &flow_names))
         .collect();
     let final_inputs = flow_inputs(p, &sent, &slips);
-    let collected = assemble(p, &final_inputs, &measured, hops, Vec::new());
+    let mut collected = assemble(p, &final_inputs, &measured, hops, Vec::new());
+    crate::lab::bound::add_fifo_bounds(&mut collected.report, p);
     if !quiet {
         progress(prefix, &e, opts.start_ns, duration, wall);
     }

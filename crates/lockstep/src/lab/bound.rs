@@ -1,0 +1,248 @@
+//! The network-calculus delay bound of each flow of a FIFO run, where one exists: the
+//! planned network as FIFO servers (one per directional link a flow crosses) and the
+//! flows as token buckets read off their schedules, analysed exactly by
+//! `lockstep-netcalc`. The bound covers the network — queueing, transmission, a
+//! router's processing allowance — not the end hosts' wake-ups.
+//!
+//! There is none when a best-effort load shares the network (it is not shaped) or
+//! when the flows' paths make the servers depend on each other in a cycle (the
+//! analyses cover feed-forward networks): the reason is returned instead.
+
+use std::collections::BTreeMap;
+
+use lockstep_core::tdp::Role;
+use lockstep_netcalc::{analyse, Flow, Multiplexing, Network, Server, Q};
+
+use super::plan::{FlowPlan, Plan};
+use super::scenario::RunMode;
+use crate::report::html::RunReport;
+
+/// Bytes a frame adds to its IP packet on a real port: Ethernet header, FCS,
+/// preamble and inter-frame gap.
+const WIRE_OVERHEAD: u32 = 38;
+
+/// Flows beyond which no bound is computed here (exact analysis of a large network
+/// takes long; `lockstep calc` is the tool for it).
+const MAX_FLOWS: usize = 200;
+
+/// A FIFO run's report gets each flow's bound, or the reason there is none.
+pub fn add_fifo_bounds(report: &mut RunReport, plan: &Plan) {
+    if plan.run.mode != RunMode::Fifo {
+        return;
+    }
+    match fifo_bounds(plan) {
+        Ok(b) => {
+            let ids: BTreeMap<&str, u32> =
+                plan.flows.iter().map(|f| (f.name.as_str(), f.id)).collect();
+            for f in &mut report.flows {
+                f.bound_ns = ids.get(f.name.as_str()).and_then(|id| b.get(id)).copied();
+            }
+        }
+        Err(why) => report.bound_note = Some(why),
+    }
+}
+
+/// Per flow id, its end-to-end bound in ns (rounded up); or why there is none.
+pub fn fifo_bounds(plan: &Plan) -> Result<BTreeMap<u32, i64>, String> {
+    if plan.flows.len() > MAX_FLOWS {
+        return Err(format!(
+            "no network-calculus bound: {} flows (more than {MAX_FLOWS}; `lockstep calc` analyses large networks)",
+            plan.flows.len()
+        ));
+    }
+    let processing_ns = plan.processing.as_nanos();
+    if !plan.loads.is_empty() {
+        return Err(format!(
+            "no network-calculus bound: {} best-effort load(s) share the network unshaped",
+            plan.loads.len()
+        ));
+    }
+    let net = network(plan, processing_ns)?;
+    let report = analyse(&net).map_err(|e| format!("no network-calculus bound: {}", e.message))?;
+    let mut out = BTreeMap::new();
+    for f in &plan.flows {
+        let Some(b) = report.flow(&f.name) else {
+            continue;
+        };
+        out.insert(f.id, ns_up(b.bound()));
+    }
+    Ok(out)
+}
+
+/// Seconds → ns, rounded up.
+fn ns_up(s: &Q) -> i64 {
+    let ns = s.mul_ref(&Q::int(1_000_000_000));
+    let step = ns.ceil_to(&Q::one());
+    step.to_f64().round() as i64
+}
+
+fn network(plan: &Plan, processing_ns: i64) -> Result<Network, String> {
+    let mut servers: BTreeMap<String, (u64, u32, bool)> = BTreeMap::new(); // rate, largest frame, from a router
+    let mut flows = Vec::new();
+    for f in &plan.flows {
+        let wire = f.size + WIRE_OVERHEAD;
+        let mut path = Vec::new();
+        for hop in f.path.windows(2) {
+            let rate = link_rate(plan, &hop[0], &hop[1])
+                .ok_or_else(|| format!("no link from {} to {} in the plan", hop[0], hop[1]))?;
+            let name = format!("{}→{}", hop[0], hop[1]);
+            let router = plan
+                .node(&hop[0])
+                .is_some_and(|n| matches!(n.role, Role::Edge | Role::Core));
+            let e = servers.entry(name.clone()).or_insert((rate, 0, router));
+            e.1 = e.1.max(wire);
+            path.push(name);
+        }
+        let first_rate = path.first().and_then(|p| servers.get(p)).map_or(0, |s| s.0);
+        flows.push(flow(plan, f, path, wire, first_rate)?);
+    }
+    let servers = servers
+        .into_iter()
+        .map(|(name, (rate, largest, router))| {
+            let tx =
+                Q::ratio(i128::from(largest) * 8, i128::from(rate.max(1))).unwrap_or_else(Q::zero);
+            let proc_s = if router {
+                Q::ratio(i128::from(processing_ns), 1_000_000_000).unwrap_or_else(Q::zero)
+            } else {
+                Q::zero()
+            };
+            Server {
+                name,
+                rate: Q::int(rate as i64),
+                latency: tx.add_ref(&proc_s),
+                buffer: None,
+                multiplexing: Multiplexing::Fifo,
+            }
+        })
+        .collect();
+    Ok(Network { servers, flows })
+}
+
+/// The rate of the link from node `a` to node `b`.
+fn link_rate(plan: &Plan, a: &str, b: &str) -> Option<u64> {
+    let na = plan.node(a)?;
+    na.ifaces
+        .iter()
+        .find(|i| plan.nodes.get(i.peer).is_some_and(|p| p.name == b))
+        .map(|i| i.rate_bps)
+}
+
+/// A flow's token bucket from its schedule: `packets` frames of `wire` bytes at the
+/// start of each of its frames of the cycle.
+fn flow(
+    plan: &Plan,
+    f: &FlowPlan,
+    path: Vec<String>,
+    wire: u32,
+    peak: u64,
+) -> Result<Flow, String> {
+    let tf = plan.run.tf.as_nanos();
+    let cycle_ns = i128::from(tf) * i128::from(plan.k);
+    let burst_bits = i128::from(f.packets) * i128::from(wire) * 8;
+    let per_cycle = burst_bits * f.starts.len() as i128;
+    let rate = Q::ratio(per_cycle * 1_000_000_000, cycle_ns.max(1))
+        .ok_or_else(|| format!("flow {}: no rate", f.name))?;
+    // the largest excess of what was sent over rate × time, over every run of
+    // consecutive sends (two cycles cover every run)
+    let mut times: Vec<i128> = f
+        .starts
+        .iter()
+        .map(|&s| i128::from(s) * i128::from(tf))
+        .collect();
+    times.sort_unstable();
+    let twice: Vec<i128> = times
+        .iter()
+        .copied()
+        .chain(times.iter().map(|t| t + cycle_ns))
+        .collect();
+    let mut b = Q::int(0);
+    for i in 0..times.len() {
+        for j in i..twice.len().min(i + times.len()) {
+            let sent = Q::int(((j - i + 1) as i128 * burst_bits) as i64);
+            let dt = Q::ratio(twice[j] - twice[i], 1_000_000_000).unwrap_or_else(Q::zero);
+            b = b.max(sent.sub_ref(&rate.mul_ref(&dt)));
+        }
+    }
+    Ok(Flow {
+        name: f.name.clone(),
+        path,
+        rate,
+        burst: b,
+        peak: (peak > 0).then(|| Q::int(peak as i64)),
+        max_packet: Some(Q::int(i64::from(wire) * 8)),
+        deadline: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_plan::plan::plan;
+    use lockstep_plan::scenario::Scenario;
+
+    fn text(extra: &str) -> String {
+        format!(
+            r#"[scenario]
+name = "b"
+tf = "1ms"
+k = 4
+d = 2
+modes = ["fifo"]
+{extra}
+[[node]]
+name = "tx"
+role = "sender"
+[[node]]
+name = "r1"
+role = "core"
+[[node]]
+name = "rx"
+role = "receiver"
+[[link]]
+between = ["tx", "r1"]
+rate = "100Mbit/s"
+[[link]]
+between = ["r1", "rx"]
+rate = "50Mbit/s"
+[[flow]]
+name = "f"
+path = ["tx", "r1", "rx"]
+size = "1000B"
+packets = 2
+every = 2
+"#
+        )
+    }
+
+    #[test]
+    fn a_line_of_two_fifo_ports_has_the_bound_of_its_token_bucket() {
+        let s = Scenario::parse("b.toml", &text("processing = \"10us\"")).unwrap();
+        let p = plan(&s, &s.runs()[0]).unwrap();
+        let b = fifo_bounds(&p).unwrap();
+        // two 1038-byte frames every 2 ms: r = 8.304 Mb/s, b = 16 608 bits; the
+        // ports' latencies (a frame: 83.04 us at 100 Mb/s, 166.08 us at 50 Mb/s plus
+        // r1's 10 us) and at most the burst at the slower rate (332.16 us)
+        let ns = b[&1];
+        assert!(
+            ns > 83_040 + 176_080 && ns <= 83_040 + 176_080 + 332_160,
+            "{ns}"
+        );
+    }
+
+    #[test]
+    fn a_load_or_a_cycle_leaves_no_bound_and_says_why() {
+        let load = "\n[[load]]\nfrom = \"tx\"\nto = \"rx\"\ntool = \"iperf3\"\nproto = \"udp\"\nrate = \"1Mbit/s\"\n";
+        let t = text("") + load;
+        let s = Scenario::parse("b.toml", &t).unwrap();
+        let p = plan(&s, &s.runs()[0]).unwrap();
+        let e = fifo_bounds(&p).unwrap_err();
+        assert!(
+            e.contains("1 best-effort load(s) share the network unshaped"),
+            "{e}"
+        );
+        let mesh = Scenario::parse("mesh4.toml", crate::lab::MESH4).unwrap();
+        let p = plan(&mesh, &mesh.runs()[0]).unwrap();
+        let e = fifo_bounds(&p).unwrap_err();
+        assert!(e.contains("cyclic network"), "{e}");
+    }
+}
