@@ -19,8 +19,10 @@
 //! [`trace`] follows a packet outside that window through its hop records and names
 //! the first place that cost it frames, with the reason: the source sent late, a
 //! router woke late or slipped, a router's queue held it for a later frame, a link
-//! delivered it late, or the receiver read it late. No system calls: the records
-//! carry every time needed.
+//! delivered it late, or the receiver read it late. A packet that came *early* was
+//! slipped by a router (it then travels without its frame's mark and the next router
+//! forwards it at once) or sent best effort sooner than its frame. No system calls:
+//! the records carry every time needed.
 
 use crate::tdp::Delivery;
 use crate::wire::{HopRecord, NOT_FILLED};
@@ -59,6 +61,9 @@ pub enum Cause {
     LinkLate,
     /// The receiver read it late.
     ReceiverLate,
+    /// A router forwarded it best effort at once instead of in its frame (it came
+    /// without its reservation's mark), so it arrived early.
+    BestEffort,
     /// Its hop records end before its path does, and the recorded part kept time.
     Unrecorded,
     /// Nothing in its records explains it.
@@ -66,13 +71,14 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 8] = [
+    pub const ALL: [Cause; 9] = [
         Cause::SourceLate,
         Cause::LateWakeup,
         Cause::Slip,
         Cause::QueueFull,
         Cause::LinkLate,
         Cause::ReceiverLate,
+        Cause::BestEffort,
         Cause::Unrecorded,
         Cause::Unexplained,
     ];
@@ -86,6 +92,7 @@ impl Cause {
             Cause::QueueFull => "queue full",
             Cause::LinkLate => "link late",
             Cause::ReceiverLate => "receiver late",
+            Cause::BestEffort => "best effort",
             Cause::Unrecorded => "unrecorded hop",
             Cause::Unexplained => "unexplained",
         }
@@ -113,7 +120,7 @@ pub struct Outlier {
     /// The frame it should have left in there (absolute frame index).
     pub frame: Option<i64>,
     /// How late: the wake-up, the hand-over or the read, in ns; or the frames lost
-    /// times TF for a queue.
+    /// times TF for a queue; for a packet sent early, how early.
     pub by_ns: i64,
 }
 
@@ -158,10 +165,12 @@ pub fn trace(w: &FlowWindow, d: &Delivery) -> Option<Outlier> {
         frame: None,
         by_ns: 0,
     };
-    if outside < 0 {
-        return Some(o); // early: no record can make a packet early
-    }
-    if let Some((cause, hop, frame, by)) = first_loss(w, d) {
+    let found = if outside < 0 {
+        first_early(w, d)
+    } else {
+        first_loss(w, d)
+    };
+    if let Some((cause, hop, frame, by)) = found {
         o.cause = cause;
         o.hop = hop;
         o.node = hop.and_then(|i| d.probe.hops().get(i)).map(|h| h.node);
@@ -189,6 +198,38 @@ fn first_loss(w: &FlowWindow, d: &Delivery) -> Option<(Cause, Option<usize>, Opt
         prev = Some((sent, dep));
     }
     receiver_loss(w, d, prev.map(|p| p.0))
+}
+
+/// Early: the first router that slipped it (it then lost its frame's mark and the
+/// next forwarded it at once) or that sent it sooner than its schedule says.
+fn first_early(w: &FlowWindow, d: &Delivery) -> Option<(Cause, Option<usize>, Option<i64>, i64)> {
+    let mut prev: Option<(i64, i64)> = None;
+    for (i, h) in d.probe.hops().iter().enumerate() {
+        let dep = *w.departures.get(i)?;
+        let sent = w.frame_of(h.tx_app_ns);
+        let expected = match prev {
+            None => w.frame_of(d.probe.t0_ns + w.tf_ns / 2) + dep - w.early,
+            Some((f, o)) => f + dep - o,
+        };
+        if h.slipped {
+            return Some((
+                Cause::Slip,
+                Some(i),
+                Some(expected),
+                h.tx_app_ns - w.start(expected),
+            ));
+        }
+        if sent < expected {
+            return Some((
+                Cause::BestEffort,
+                Some(i),
+                Some(expected),
+                w.start(expected) - h.tx_app_ns,
+            ));
+        }
+        prev = Some((sent, dep));
+    }
+    None
 }
 
 /// Why router `i` sent in a later frame than `expected`.
@@ -265,7 +306,7 @@ pub struct WindowTally {
     pub inside: u64,
     pub outside: u64,
     /// Outliers per cause, in [`Cause::ALL`] order.
-    pub by_cause: [u64; 8],
+    pub by_cause: [u64; 9],
     /// The worst outliers (furthest outside), worst first, at most `keep`.
     pub worst: Vec<Outlier>,
 }

@@ -179,3 +179,35 @@ fn the_tally_counts_causes_and_keeps_the_worst_first() {
     assert!(t.worst[0].outside_ns > t.worst[1].outside_ns);
     assert_eq!(t.inside_share(), Some(0.2));
 }
+
+#[test]
+fn an_early_packet_is_traced_to_the_router_that_slipped_it() {
+    let mut d = on_time();
+    // router 0 slipped it in its frame 103; router 1 then forwarded it at once
+    // (best effort, frame 103 instead of 106), and router 2 too
+    d.probe.hops[0].slipped = true;
+    delay_from(&mut d, 1, -3);
+    d.probe.hops[1].rx_kernel_ns = 103 * TF + 30_000;
+    d.probe.hops[1].rx_app_ns = 103 * TF + 31_000;
+    delay_from(&mut d, 2, -3);
+    let o = trace(&window(), &d).expect("outside");
+    assert!(o.outside_ns < 0, "{o:?}");
+    assert_eq!(
+        (o.cause, o.hop, o.node, o.frame),
+        (Cause::Slip, Some(0), Some(10), Some(103))
+    );
+}
+
+#[test]
+fn an_early_packet_sent_before_its_frame_is_best_effort() {
+    let mut d = on_time();
+    delay_from(&mut d, 1, -3);
+    delay_from(&mut d, 2, -3);
+    let o = trace(&window(), &d).expect("outside");
+    assert_eq!(
+        (o.cause, o.hop, o.frame),
+        (Cause::BestEffort, Some(1), Some(106))
+    );
+    assert_eq!(o.by_ns, 3 * TF - 1_000);
+    assert!(o.cause.explained());
+}

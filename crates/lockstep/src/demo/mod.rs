@@ -120,11 +120,18 @@ pub fn run(args: DemoArgs) -> Result<()> {
     progress(&args, "2/3 simulated with this host's wake-ups");
     let model = w.file.display().to_string();
     let modelled = sim_part(&s, &args, &dir, &model, "simulated, this host", duration)?;
-    let live_part = if live {
+    // a failed live run still leaves the simulated parts' table and document
+    let (live_part, live_error) = if live {
         progress(&args, &format!("3/3 live in namespaces at scale {scale}"));
-        Some(live_part(&s, &args, &dir, scale)?)
+        match live_part(&s, &args, &dir, scale) {
+            Ok(p) => (Some(p), None),
+            Err(e) => {
+                say.line(&format!("The live run failed: {e:#}"));
+                (None, Some(e))
+            }
+        }
     } else {
-        None
+        (None, None)
     };
     let rows = table::rows(BALDI_TABLE_I, &ideal, &modelled, live_part.as_ref());
     let names: Vec<&str> = BALDI_TABLE_I.iter().map(|(n, _, _)| *n).collect();
@@ -149,7 +156,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
             p.lines.dir.join("report.html").display()
         ));
     }
-    write_doc(&dir, &args, &w, scale, tf, &rows, &parts)
+    write_doc(&dir, &args, &w, scale, tf, &rows, &parts)?;
+    match live_error {
+        Some(e) => Err(e.context("the live run of the demo")),
+        None => Ok(()),
+    }
 }
 
 fn progress(args: &DemoArgs, what: &str) {
