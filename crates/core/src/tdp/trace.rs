@@ -2,19 +2,23 @@
 //! and, for a packet outside it, the hop (node and frame) and the reason.
 //!
 //! The schedule gives every packet of a flow a fixed route through frames: the edge
-//! sends it `offsets[1]` frames after the sender's frame (or, for a source whose
-//! clock is its own, in the first reserved frame after it arrives), and router `k`
-//! of the path sends it `offsets[k + 1] - offsets[k]` frames after router `k - 1`.
-//! So the latency `L = app_rx - t0` of a packet that kept its schedule lies in
+//! sends it in the first of the flow's reserved frames after it arrives — at most
+//! `offsets[1]` frames after the sender's frame for a sender on the network's clock,
+//! up to `gap` frames more for a sender whose clock is its own (it is in no frame of
+//! the network's) — and router `k` of the path sends it `offsets[k + 1] - offsets[k]`
+//! frames after router `k - 1`. So the latency `L = app_rx - t0` of a packet that
+//! kept its schedule lies in
 //!
 //! ```text
-//! [ (offsets[last] - 1) × TF ,  (offsets[last] + gap + 1) × TF ]
+//! [ (offsets[last] - early - 1) × TF ,  (offsets[last] + gap + 1) × TF ]
 //! ```
 //!
-//! where `gap` is the longest run of frames between two of the flow's reserved frames
-//! at the edge (the most an edge can hold an on-time packet beyond its forwarding
-//! delay) and the last `TF` is the frame in which the packet crosses the last link and
-//! is read. The frame before is a margin for a sender whose clock is its own.
+//! where `early` = `offsets[1]` is how much sooner the edge may send than the delay
+//! the plan allows it (the frame after arrival, where the flow's frames are dense),
+//! `gap` the longest run of frames between two of the flow's reserved frames at the
+//! edge (0 for a synchronous sender), the last `TF` the frame in which the packet
+//! crosses the last link and is read, and the frame below the floor a margin for an
+//! asynchronous sender's phase.
 //!
 //! [`trace`] follows a packet outside that window through its hop records and names
 //! the first place that cost it frames, with the reason: the source sent late, a
