@@ -120,16 +120,7 @@ fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
         );
         if let Some(w) = window {
             let x = chart.px(*w as f64 / div);
-            let _ = write!(
-                s,
-                r#"<line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="{col}" stroke-width="1.5" stroke-dasharray="5 4"/><text class="val" x="{}" y="{}" text-anchor="end">limit {}</text>"#,
-                n(chart.top),
-                n(chart.y_end()),
-                n(x - 3.0),
-                n(chart.top + 12.0),
-                esc(&fmt_ns(*w)),
-                x = n(x)
-            );
+            s.push_str(&chart.marker(x, col, "5 4", &format!("limit {}", fmt_ns(*w)), 12.0));
         }
     }
     s.push_str(Chart::close());

@@ -1001,13 +1001,7 @@ fn window_band(s: &mut String, chart: &Chart, c: &str, lo: f64, hi: f64) {
         n(bottom - top)
     );
     for x in [x0, x1] {
-        let _ = write!(
-            s,
-            r#"<line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="{c}" stroke-width="1.5" stroke-dasharray="5 4"/>"#,
-            n(top),
-            n(bottom),
-            x = n(x)
-        );
+        s.push_str(&chart.marker(x, c, "5 4", "", 0.0));
     }
     let _ = write!(
         s,
@@ -1019,16 +1013,7 @@ fn window_band(s: &mut String, chart: &Chart, c: &str, lo: f64, hi: f64) {
 
 /// A FIFO run's network-calculus bound on a latency chart: a dashed line, labelled.
 fn bound_line(s: &mut String, chart: &Chart, c: &str, x: f64) {
-    let px = chart.px(x);
-    let _ = write!(
-        s,
-        r#"<line x1="{px}" y1="{}" x2="{px}" y2="{}" stroke="{c}" stroke-width="1.5" stroke-dasharray="2 3"/><text class="val" x="{}" y="{}" text-anchor="end">NC bound</text>"#,
-        n(chart.top),
-        n(chart.y_end()),
-        n(px - 3.0),
-        n(chart.top + 24.0),
-        px = n(px)
-    );
+    s.push_str(&chart.marker(chart.px(x), c, "2 3", "NC bound", 24.0));
 }
 
 /// A chart-sized box with a message, for sections without data.

@@ -377,6 +377,28 @@ impl Chart {
         self.height - self.bottom
     }
 
+    /// A vertical marker across the plot at pixel `x`: a line in `color` dashed as
+    /// `dash` (SVG dash array), with `label` ending just left of it `dy` below the
+    /// plot's top (no label when empty).
+    pub fn marker(&self, x: f64, color: &str, dash: &str, label: &str, dy: f64) -> String {
+        let mut s = format!(
+            r#"<line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="{color}" stroke-width="1.5" stroke-dasharray="{dash}"/>"#,
+            n(self.top),
+            n(self.y_end()),
+            x = n(x)
+        );
+        if !label.is_empty() {
+            let _ = write!(
+                s,
+                r#"<text class="val" x="{}" y="{}" text-anchor="end">{}</text>"#,
+                n(x - 3.0),
+                n(self.top + dy),
+                esc(label)
+            );
+        }
+        s
+    }
+
     /// Opens the `<svg>` and draws the background, grid, axes, tick labels and axis
     /// titles; the caller adds marks and then [`Chart::close`].
     pub fn open(&self, label: &str) -> String {
