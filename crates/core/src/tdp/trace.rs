@@ -41,8 +41,8 @@ pub struct FlowWindow {
     /// The longest gap, in frames, between two reserved frames of the flow at the edge
     /// (0 for a synchronous sender: the edge never waits for the next one).
     pub gap: i64,
-    /// How many frames sooner than its offset the edge may send (a sender on its own
-    /// clock; 0 for a synchronous one).
+    /// How many frames sooner than its offset the edge may send (at most its offset:
+    /// the frame after the packet arrived).
     pub early: i64,
     /// A wake-up or a hand-over later than this into its frame counts as late.
     pub late_ns: i64,

@@ -105,9 +105,10 @@ fn outlier(o: &Outlier, ids: &HashMap<u32, String>) -> OutlierReport {
 
 /// A flow's window from its plan: `offsets` are the frames after the sender's on
 /// each link of the path (the first is the sender's own link), `starts` the frames
-/// of the cycle of `k` in which the flow is reserved. A sender on a clock of its own
-/// (`asynchronous`) may reach the edge just after a reserved frame: the edge then
-/// holds the packet up to the longest gap to the next one.
+/// of the cycle of `k` in which the flow is reserved. The edge may send a packet as
+/// soon as the frame after it arrived when that frame is reserved; a sender on a
+/// clock of its own (`asynchronous`) may reach the edge just after a reserved frame,
+/// and the edge then holds the packet up to the longest gap to the next one.
 pub fn flow_window(
     tf_ns: i64,
     k: u32,
@@ -116,13 +117,13 @@ pub fn flow_window(
     asynchronous: bool,
 ) -> FlowWindow {
     let departures: Vec<i64> = offsets.iter().skip(1).map(|&o| i64::from(o)).collect();
-    let (gap, early) = if asynchronous {
-        (
-            longest_gap(k, starts),
-            departures.first().copied().unwrap_or(0),
-        )
+    // the edge sends in the first reserved frame after the packet arrives, which can
+    // be sooner than the forwarding delay the plan allows it
+    let early = departures.first().copied().unwrap_or(0);
+    let gap = if asynchronous {
+        longest_gap(k, starts)
     } else {
-        (0, 0)
+        0
     };
     FlowWindow {
         tf_ns,
@@ -167,6 +168,6 @@ mod tests {
         assert_eq!(w.gap, 50);
         assert_eq!(w.bounds(), (5 * 250_000, 60 * 250_000));
         let sync = flow_window(250_000, 60, &[0, 5, 10], &[0, 3, 6, 9], false);
-        assert_eq!((sync.gap, sync.bounds()), (0, (8 * 250_000, 10 * 250_000)));
+        assert_eq!((sync.gap, sync.bounds()), (0, (5 * 250_000, 10 * 250_000)));
     }
 }
