@@ -94,10 +94,9 @@
 //! change neither forwarding nor any other counter.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-
-use rustc_hash::FxHashMap;
 use std::net::Ipv4Addr;
 
+use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 use super::config::{BestEffortConfig, FlowConfig, Mode, NodeConfig, Role, SlipAction};

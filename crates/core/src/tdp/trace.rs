@@ -184,54 +184,59 @@ pub fn trace(w: &FlowWindow, d: &Delivery) -> Option<Outlier> {
     Some(o)
 }
 
-/// The first place along the path that cost the packet frames.
-fn first_loss(w: &FlowWindow, d: &Delivery) -> Option<(Cause, Option<usize>, Option<i64>, i64)> {
-    let hops = d.probe.hops();
+/// Where a traced packet lost (or gained) its time: the cause, the router's place on
+/// the path, the frame it should have left in, and by how much.
+type Found = (Cause, Option<usize>, Option<i64>, i64);
+
+/// Each recorded hop with the frame it left in and the frame its schedule gives it:
+/// the edge's is `edge` frames after its offset past the sender's frame, each later
+/// router's its offset after the frame the router before left in. `None` for a hop
+/// the plan has no router for (and the walk's caller gives up there).
+fn hop_frames<'a>(
+    w: &'a FlowWindow,
+    d: &'a Delivery,
+    edge: i64,
+) -> impl Iterator<Item = Option<(usize, &'a HopRecord, i64, i64)>> + 'a {
     let mut prev: Option<(i64, i64)> = None; // (frame sent, departure offset)
-    for (i, h) in hops.iter().enumerate() {
+    d.probe.hops().iter().enumerate().map(move |(i, h)| {
         let dep = *w.departures.get(i)?;
         let sent = w.frame_of(h.tx_app_ns);
         let expected = match prev {
-            None => w.frame_of(d.probe.t0_ns + w.tf_ns / 2) + dep + w.gap,
+            None => w.frame_of(d.probe.t0_ns + w.tf_ns / 2) + dep + edge,
             Some((f, o)) => f + dep - o,
         };
+        prev = Some((sent, dep));
+        Some((i, h, sent, expected))
+    })
+}
+
+/// The first place along the path that cost the packet frames.
+fn first_loss(w: &FlowWindow, d: &Delivery) -> Option<Found> {
+    let mut upstream: Option<i64> = None;
+    for step in hop_frames(w, d, w.gap) {
+        let (i, h, sent, expected) = step?;
         if sent > expected {
-            let (cause, by) = hop_cause(w, d, i, h, expected, prev.map(|p| p.0));
+            let (cause, by) = hop_cause(w, d, i, h, expected, upstream);
             return Some((cause, Some(i), Some(expected), by));
         }
-        prev = Some((sent, dep));
+        upstream = Some(sent);
     }
-    receiver_loss(w, d, prev.map(|p| p.0))
+    receiver_loss(w, d, upstream)
 }
 
 /// Early: the first router that slipped it (it then lost its frame's mark and the
 /// next forwarded it at once) or that sent it sooner than its schedule says.
-fn first_early(w: &FlowWindow, d: &Delivery) -> Option<(Cause, Option<usize>, Option<i64>, i64)> {
-    let mut prev: Option<(i64, i64)> = None;
-    for (i, h) in d.probe.hops().iter().enumerate() {
-        let dep = *w.departures.get(i)?;
-        let sent = w.frame_of(h.tx_app_ns);
-        let expected = match prev {
-            None => w.frame_of(d.probe.t0_ns + w.tf_ns / 2) + dep - w.early,
-            Some((f, o)) => f + dep - o,
-        };
+fn first_early(w: &FlowWindow, d: &Delivery) -> Option<Found> {
+    for step in hop_frames(w, d, -w.early) {
+        let (i, h, sent, expected) = step?;
         if h.slipped {
-            return Some((
-                Cause::Slip,
-                Some(i),
-                Some(expected),
-                h.tx_app_ns - w.start(expected),
-            ));
+            let by = h.tx_app_ns - w.start(expected);
+            return Some((Cause::Slip, Some(i), Some(expected), by));
         }
         if sent < expected {
-            return Some((
-                Cause::BestEffort,
-                Some(i),
-                Some(expected),
-                w.start(expected) - h.tx_app_ns,
-            ));
+            let by = w.start(expected) - h.tx_app_ns;
+            return Some((Cause::BestEffort, Some(i), Some(expected), by));
         }
-        prev = Some((sent, dep));
     }
     None
 }
@@ -282,11 +287,7 @@ fn hop_cause(
 }
 
 /// The hops kept time: the receiver, the last link or a hop without a record.
-fn receiver_loss(
-    w: &FlowWindow,
-    d: &Delivery,
-    last_frame: Option<i64>,
-) -> Option<(Cause, Option<usize>, Option<i64>, i64)> {
+fn receiver_loss(w: &FlowWindow, d: &Delivery, last_frame: Option<i64>) -> Option<Found> {
     if d.probe.hops().len() < w.departures.len() {
         return Some((Cause::Unrecorded, None, None, 0));
     }
