@@ -113,7 +113,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let scale = args
         .scale
         .unwrap_or_else(|| host::choose_scale(w.p9999_ns, tf));
-    say.line(&intro(&w, scale, tf, &s, &args, live, root));
+    say.line(&intro(&w, scale, tf, &s, &args, live));
     let duration = args.duration.unwrap_or(s.duration);
     progress(&args, "1/3 simulated, ideal host");
     let ideal = sim_part(&s, &args, &dir, "ideal", "simulated, ideal host", duration)?;
@@ -134,32 +134,41 @@ pub fn run(args: DemoArgs) -> Result<()> {
         (None, None)
     };
     let rows = table::rows(BALDI_TABLE_I, &ideal, &modelled, live_part.as_ref());
-    let names: Vec<&str> = BALDI_TABLE_I.iter().map(|(n, _, _)| *n).collect();
-    say.line("");
-    for p in [Some(&ideal), Some(&modelled), live_part.as_ref()]
+    let parts: Vec<&Part> = [Some(&ideal), Some(&modelled), live_part.as_ref()]
         .into_iter()
         .flatten()
-    {
+        .collect();
+    show(&say, &parts, &rows, live_part.as_ref());
+    let doc = demo_doc(&args, &w, scale, tf, &rows, &parts, live_part.is_some())?;
+    write_atomic(&dir.join("summary.json"), doc.as_bytes())?;
+    if args.json {
+        println!("{doc}");
+    }
+    match live_error {
+        Some(e) => Err(e.context("the live run of the demo")),
+        None => Ok(()),
+    }
+}
+
+/// The headlines, the table, the live verdicts and where the reports are.
+fn show(say: &Say, parts: &[&Part], rows: &[table::DemoFlow], live: Option<&Part>) {
+    let names: Vec<&str> = BALDI_TABLE_I.iter().map(|(n, _, _)| *n).collect();
+    say.line("");
+    for p in parts {
         say.line(&table::headline(p, &names));
     }
-    say.line("  (baldi2006 Table I, measured: TDP jitter 180us–440us, 5.2x–17.2x below FIFO)");
+    say.line(&table::paper_line(BALDI_TABLE_I));
     say.line("");
-    say.line(&table::table(&rows, live.then_some(scale)));
-    if let Some(v) = live_part.as_ref().and_then(table::verdicts) {
+    say.line(&table::table(rows, live.map(|p| p.scale)));
+    if let Some(v) = live.and_then(table::verdicts) {
         say.line(&v);
     }
-    let parts = [Some(&ideal), Some(&modelled), live_part.as_ref()];
-    for p in parts.into_iter().flatten() {
+    for p in parts {
         say.line(&format!(
             "report ({}): {}",
             p.name,
             p.lines.dir.join("report.html").display()
         ));
-    }
-    write_doc(&dir, &args, &w, scale, tf, &rows, &parts)?;
-    match live_error {
-        Some(e) => Err(e.context("the live run of the demo")),
-        None => Ok(()),
     }
 }
 
@@ -182,7 +191,6 @@ fn intro(
     s: &Scenario,
     args: &DemoArgs,
     live: bool,
-    root: bool,
 ) -> String {
     let prio = if w.realtime {
         "a SCHED_FIFO timer"
@@ -205,7 +213,6 @@ fn intro(
         t.push_str(&format!("\nThe live run is skipped: {why}."));
         return t;
     }
-    let _ = root;
     let why = if args.scale.is_some() {
         "as --scale asks".to_string()
     } else {
@@ -310,21 +317,22 @@ fn live_part(s: &Scenario, args: &DemoArgs, dir: &Path, scale: u32) -> Result<Pa
     })
 }
 
-fn write_doc(
-    dir: &Path,
+/// The demo's result document, as text.
+fn demo_doc(
     args: &DemoArgs,
     w: &host::Wakeups,
     scale: u32,
     tf: Duration,
     rows: &[table::DemoFlow],
-    parts: &[Option<&Part>],
-) -> Result<()> {
+    parts: &[&Part],
+    live: bool,
+) -> Result<String> {
     let mut doc = ResultDoc::new(
         "demo",
         json!({
             "scenario": "mesh4",
             "duration": args.duration.map(|d| d.to_string()),
-            "live": parts.get(2).is_some_and(Option::is_some),
+            "live": live,
         }),
     );
     doc.insert("scale", scale);
@@ -333,14 +341,8 @@ fn write_doc(
     doc.insert("flows", rows);
     let dirs: Vec<_> = parts
         .iter()
-        .flatten()
         .map(|p| json!({"part": p.name, "dir": p.lines.dir, "scale": p.scale, "tf_ns": p.tf_ns}))
         .collect();
     doc.insert("parts", dirs);
-    let text = serde_json::to_string_pretty(&doc)?;
-    write_atomic(&dir.join("summary.json"), text.as_bytes())?;
-    if args.json {
-        println!("{text}");
-    }
-    Ok(())
+    Ok(serde_json::to_string_pretty(&doc)?)
 }

@@ -181,6 +181,23 @@ fn times_range(lo: f64, hi: f64) -> String {
     }
 }
 
+/// What the paper measured, in one line: its TDP jitter range and FIFO/TDP ratios.
+pub fn paper_line(paper: Table) -> String {
+    let tdp: Vec<i64> = paper.iter().map(|&(_, _, t)| i64::from(t)).collect();
+    let r: Vec<f64> = paper
+        .iter()
+        .map(|&(_, f, t)| f64::from(f) / f64::from(t.max(1)))
+        .collect();
+    let lo = r.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = r.iter().cloned().fold(0.0, f64::max);
+    format!(
+        "  (baldi2006 Table I, measured: TDP jitter {}, {}–{} below FIFO)",
+        range(&tdp, |us| format!("{us}us")),
+        times(Some(lo)),
+        times(Some(hi))
+    )
+}
+
 /// The range of some values, `lo–hi` by `f`.
 fn range(v: &[i64], f: impl Fn(i64) -> String) -> String {
     match (v.iter().min(), v.iter().max()) {
@@ -373,6 +390,14 @@ mod tests {
                 ],
             },
         }
+    }
+
+    #[test]
+    fn the_papers_line_is_read_off_its_table() {
+        assert_eq!(
+            paper_line(BALDI_TABLE_I),
+            "  (baldi2006 Table I, measured: TDP jitter 180us–440us, 5.2x–17.2x below FIFO)"
+        );
     }
 
     #[test]

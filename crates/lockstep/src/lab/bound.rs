@@ -10,16 +10,13 @@
 
 use std::collections::BTreeMap;
 
+use lockstep_core::tdp::schedule::Link;
 use lockstep_core::tdp::Role;
 use lockstep_netcalc::{analyse, Flow, Multiplexing, Network, Server, Q};
 
 use super::plan::{FlowPlan, Plan};
 use super::scenario::RunMode;
 use crate::report::html::RunReport;
-
-/// Bytes a frame adds to its IP packet on a real port: Ethernet header, FCS,
-/// preamble and inter-frame gap.
-const WIRE_OVERHEAD: u32 = 38;
 
 /// Flows beyond which no bound is computed here (exact analysis of a large network
 /// takes long; `lockstep calc` is the tool for it).
@@ -50,14 +47,13 @@ pub fn fifo_bounds(plan: &Plan) -> Result<BTreeMap<u32, i64>, String> {
             plan.flows.len()
         ));
     }
-    let processing_ns = plan.processing.as_nanos();
     if !plan.loads.is_empty() {
         return Err(format!(
             "no network-calculus bound: {} best-effort load(s) share the network unshaped",
             plan.loads.len()
         ));
     }
-    let net = network(plan, processing_ns)?;
+    let net = network(plan)?;
     let report = analyse(&net).map_err(|e| format!("no network-calculus bound: {}", e.message))?;
     let mut out = BTreeMap::new();
     for f in &plan.flows {
@@ -76,11 +72,13 @@ fn ns_up(s: &Q) -> i64 {
     step.to_f64().round() as i64
 }
 
-fn network(plan: &Plan, processing_ns: i64) -> Result<Network, String> {
-    let mut servers: BTreeMap<String, (u64, u32, bool)> = BTreeMap::new(); // rate, largest frame, from a router
+fn network(plan: &Plan) -> Result<Network, String> {
+    // per server: rate, largest frame in bits, whether a router sends on it
+    let mut servers: BTreeMap<String, (u64, u128, bool)> = BTreeMap::new();
     let mut flows = Vec::new();
     for f in &plan.flows {
-        let wire = f.size + WIRE_OVERHEAD;
+        // a real port's frame: the IP packet plus Ethernet's overhead
+        let wire = Link::ethernet(0).packet_bits(f.size);
         let mut path = Vec::new();
         for hop in f.path.windows(2) {
             let rate = link_rate(plan, &hop[0], &hop[1])
@@ -99,10 +97,10 @@ fn network(plan: &Plan, processing_ns: i64) -> Result<Network, String> {
     let servers = servers
         .into_iter()
         .map(|(name, (rate, largest, router))| {
-            let tx =
-                Q::ratio(i128::from(largest) * 8, i128::from(rate.max(1))).unwrap_or_else(Q::zero);
+            let tx = Q::ratio(largest as i128, i128::from(rate.max(1))).unwrap_or_else(Q::zero);
             let proc_s = if router {
-                Q::ratio(i128::from(processing_ns), 1_000_000_000).unwrap_or_else(Q::zero)
+                Q::ratio(i128::from(plan.processing.as_nanos()), 1_000_000_000)
+                    .unwrap_or_else(Q::zero)
             } else {
                 Q::zero()
             };
@@ -127,18 +125,18 @@ fn link_rate(plan: &Plan, a: &str, b: &str) -> Option<u64> {
         .map(|i| i.rate_bps)
 }
 
-/// A flow's token bucket from its schedule: `packets` frames of `wire` bytes at the
+/// A flow's token bucket from its schedule: `packets` frames of `wire` bits at the
 /// start of each of its frames of the cycle.
 fn flow(
     plan: &Plan,
     f: &FlowPlan,
     path: Vec<String>,
-    wire: u32,
+    wire: u128,
     peak: u64,
 ) -> Result<Flow, String> {
     let tf = plan.run.tf.as_nanos();
     let cycle_ns = i128::from(tf) * i128::from(plan.k);
-    let burst_bits = i128::from(f.packets) * i128::from(wire) * 8;
+    let burst_bits = i128::from(f.packets) * wire as i128;
     let per_cycle = burst_bits * f.starts.len() as i128;
     let rate = Q::ratio(per_cycle * 1_000_000_000, cycle_ns.max(1))
         .ok_or_else(|| format!("flow {}: no rate", f.name))?;
@@ -169,7 +167,7 @@ fn flow(
         rate,
         burst: b,
         peak: (peak > 0).then(|| Q::int(peak as i64)),
-        max_packet: Some(Q::int(i64::from(wire) * 8)),
+        max_packet: Some(Q::int(wire as i64)),
         deadline: None,
     })
 }

@@ -36,7 +36,7 @@ use super::tables;
 use super::topo::{new_run_id, ns_name, Topology};
 use crate::node::config::NodeFile;
 use crate::report::html::{render, LabReport, RunReport};
-use crate::report::{write_atomic, ResultDoc};
+use crate::report::{write_atomic, ResultDoc, Show};
 use crate::{EnvError, UsageError};
 
 /// How `lab run` (and `demo`) was asked to run.
@@ -932,13 +932,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
         dir.display(),
         report_html.display()
     ));
-    if opts.silent {
-    } else if opts.json {
-        eprint!("{human}");
-        println!("{text}");
-    } else {
-        print!("{human}");
-    }
+    Show::of_run(opts.json, opts.silent).print(&human, &text);
     Ok(ScenarioLines { dir, runs: pairs })
 }
 

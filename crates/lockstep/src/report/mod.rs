@@ -225,12 +225,7 @@ pub fn finish_lab_run(
 ) -> anyhow::Result<()> {
     write_atomic(&out.join("summary.json"), text.as_bytes())?;
     write_atomic(&out.join("report.html"), html::render(report).as_bytes())?;
-    if json {
-        eprint!("{table}");
-        println!("{text}");
-    } else {
-        print!("{table}");
-    }
+    Show::of(json).print(table, text);
     Ok(())
 }
 
@@ -246,6 +241,27 @@ pub enum Show {
 }
 
 impl Show {
+    /// `--json` or not; nothing at all for a caller that shows the results itself.
+    pub fn of_run(json: bool, silent: bool) -> Show {
+        if silent {
+            Show::Nothing
+        } else {
+            Show::of(json)
+        }
+    }
+
+    /// Prints a finished run: the table, or the document with the table on stderr.
+    pub fn print(self, table: &str, doc: &str) {
+        match self {
+            Show::Table => print!("{table}"),
+            Show::Json => {
+                eprint!("{table}");
+                println!("{doc}");
+            }
+            Show::Nothing => {}
+        }
+    }
+
     pub fn of(json: bool) -> Show {
         if json {
             Show::Json

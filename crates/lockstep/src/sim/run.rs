@@ -417,11 +417,7 @@ fn finish(
             }),
         );
     }
-    let show = if args.silent {
-        Show::Nothing
-    } else {
-        Show::of(args.json)
-    };
+    let show = Show::of_run(args.json, args.silent);
     finish_lab_run_streamed(dir, &v, report, &table, show)?;
     Ok(ScenarioLines {
         dir: dir.to_path_buf(),
