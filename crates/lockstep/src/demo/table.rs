@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::lab::results::{FlowLine, ScenarioLines};
 use crate::lab::tables::grid;
 use crate::report::human::fmt_ns;
+use crate::report::window::WindowReport;
 use crate::sim::paper::{figures, Table};
 
 /// One part of the demo and what it measured.
@@ -251,20 +252,15 @@ fn window_text(p: &Part) -> String {
     let Some((_, lines)) = p.run(RunMode::Tdp) else {
         return String::new();
     };
-    let (mut inside, mut outside, mut unexplained) = (0u64, 0u64, 0u64);
-    for w in lines.iter().filter_map(|l| l.window.as_ref()) {
-        inside += w.inside;
-        outside += w.outside;
-        unexplained += w.unexplained;
-    }
-    let n = inside + outside;
-    if n == 0 {
-        return String::new();
-    }
-    format!(
-        "; {:.2}% of TDP packets in their window, {outside} outside ({unexplained} unexplained)",
-        inside as f64 * 100.0 / n as f64
-    )
+    let t = WindowReport::total(lines.iter().filter_map(|l| l.window.as_ref()));
+    t.inside_share().map_or(String::new(), |share| {
+        format!(
+            "; {:.2}% of TDP packets in their window, {} outside ({} unexplained)",
+            share * 100.0,
+            t.outside,
+            t.unexplained
+        )
+    })
 }
 
 /// The live TDP verdict per flow: window, share inside, jitter of 99.9 % of packets

@@ -37,16 +37,14 @@ pub fn headline(run: &RunReport) -> String {
         let _ = write!(s, "; {under} of {} flows under 2 TF", j.len());
     }
     s.push_str(&bound_text(run));
-    let w: Vec<&WindowReport> = run.flows.iter().filter_map(|f| f.window.as_ref()).collect();
-    let (inside, outside): (u64, u64) = w
-        .iter()
-        .fold((0, 0), |(i, o), w| (i + w.inside, o + w.outside));
-    if inside + outside > 0 {
-        let unexplained: u64 = w.iter().map(|w| w.unexplained).sum();
+    let t = WindowReport::total(run.flows.iter().filter_map(|f| f.window.as_ref()));
+    if let Some(share) = t.inside_share() {
         let _ = write!(
             s,
-            "; {:.3}% of packets inside the window the schedule promises, {outside} outside ({unexplained} unexplained)",
-            inside as f64 * 100.0 / (inside + outside) as f64
+            "; {:.3}% of packets inside the window the schedule promises, {} outside ({} unexplained)",
+            share * 100.0,
+            t.outside,
+            t.unexplained
         );
     }
     s

@@ -66,6 +66,17 @@ impl WindowReport {
         }
     }
 
+    /// Several flows' windows added up: packets inside, outside and unexplained (the
+    /// bounds, causes and outliers left empty).
+    pub fn total<'a>(ws: impl IntoIterator<Item = &'a WindowReport>) -> WindowReport {
+        ws.into_iter().fold(WindowReport::default(), |mut t, w| {
+            t.inside += w.inside;
+            t.outside += w.outside;
+            t.unexplained += w.unexplained;
+            t
+        })
+    }
+
     /// Share of the flow's packets inside the window.
     pub fn inside_share(&self) -> Option<f64> {
         let n = self.inside + self.outside;
