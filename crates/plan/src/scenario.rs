@@ -1930,7 +1930,6 @@ impl Scenario {
         }
         let k = i64::from(s);
         let f = u64::from(s);
-        let bad = |sc: &Scenario, loc: &Loc, what: String| sc.error_at(loc, what);
         for tf in &mut self.tfs {
             *tf = Duration(tf.as_nanos() * k);
         }
@@ -1939,12 +1938,8 @@ impl Scenario {
         for i in 0..self.links.len() {
             let r = self.links[i].rate_bps;
             if !r.is_multiple_of(f) {
-                let loc = self.links[i].rate_loc.clone();
-                return Err(bad(
-                    &self,
-                    &loc,
-                    format!("{r} bit/s cannot be divided by the time scale {s}"),
-                ));
+                let why = format!("{r} bit/s cannot be divided by the time scale {s}");
+                return Err(self.error_at(&self.links[i].rate_loc, why));
             }
             self.links[i].rate_bps = r / f;
         }

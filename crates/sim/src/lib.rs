@@ -70,6 +70,14 @@ pub enum LinkModel {
 }
 
 impl LinkModel {
+    /// The name the command line and the results use: `wire`, `veth`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkModel::Wire => "wire",
+            LinkModel::Veth => "veth",
+        }
+    }
+
     /// What a frame costs on these links when `asked` is asked for: a veth's tbf
     /// counts the Ethernet header only, whatever was asked.
     pub fn framing(self, asked: Framing) -> Framing {

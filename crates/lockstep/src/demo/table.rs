@@ -87,7 +87,7 @@ pub fn rows(paper: Table, ideal: &Part, host: &Part, live: Option<&Part>) -> Vec
                 live_tdp_jitter_ns: tdp.and_then(|l| l.jitter_ns),
                 live_fifo_jitter_scaled_ns: scaled(RunMode::Fifo),
                 live_tdp_jitter_scaled_ns: scaled(RunMode::Tdp),
-                live_tdp_jitter_999_ns: tdp.and_then(|l| Some(l.p999_ns? - l.min_ns?)),
+                live_tdp_jitter_999_ns: tdp.and_then(FlowLine::jitter_999_ns),
                 live_tdp_in_window: window.and_then(|w| w.inside_share()),
                 live_tdp_outliers: window.map(|w| w.outside),
                 unexplained: window.map(|w| w.unexplained),
@@ -272,7 +272,7 @@ pub fn verdicts(p: &Part) -> Option<String> {
         .iter()
         .filter_map(|l| {
             let w = l.window.as_ref()?;
-            let j999 = l.p999_ns.zip(l.min_ns).map(|(a, b)| a - b);
+            let j999 = l.jitter_999_ns();
             Some(vec![
                 l.flow.clone(),
                 format!("{} – {}", fmt_ns(w.low_ns), fmt_ns(w.high_ns)),

@@ -604,6 +604,13 @@ pub struct FlowLine {
     pub window: Option<WindowReport>,
 }
 
+impl FlowLine {
+    /// `p99.9 − min` of the latency: the jitter of 99.9 % of the packets.
+    pub fn jitter_999_ns(&self) -> Option<i64> {
+        Some(self.p999_ns? - self.min_ns?)
+    }
+}
+
 /// A scenario's runs as the lab or the simulator measured them, for a caller that
 /// shows them its own way (the demo).
 #[derive(Clone, Debug)]

@@ -114,11 +114,11 @@ fn parse_framing(s: &str) -> Result<lockstep_sim::Framing, String> {
 }
 
 fn parse_links(s: &str) -> Result<lockstep_sim::LinkModel, String> {
-    match s {
-        "wire" => Ok(lockstep_sim::LinkModel::Wire),
-        "veth" => Ok(lockstep_sim::LinkModel::Veth),
-        _ => Err(format!("expected wire or veth, got \"{s}\"")),
-    }
+    use lockstep_sim::LinkModel;
+    [LinkModel::Wire, LinkModel::Veth]
+        .into_iter()
+        .find(|l| l.name() == s)
+        .ok_or_else(|| format!("expected wire or veth, got \"{s}\""))
 }
 
 pub fn run(cmd: SimCmd) -> Result<()> {

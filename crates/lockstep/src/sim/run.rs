@@ -10,7 +10,7 @@ use lockstep_core::tdp::{Role, SlipOutcome};
 use lockstep_core::{ClockId, Duration};
 use lockstep_plan::plan::{plan, Plan};
 use lockstep_plan::scenario::{RunMode, RunSpec, Scenario};
-use lockstep_sim::{Engine, EngineStats, Kind, LinkModel, NodeEventSummary, SimOptions};
+use lockstep_sim::{Engine, EngineStats, Kind, NodeEventSummary, SimOptions};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -73,7 +73,6 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
     Ok(SimOptions {
         seed: args.seed,
         host: hostfile::parse(&args.host)?,
-
         processing_ns: args.processing.as_nanos(),
         propagation_ns: args.propagation.as_nanos(),
         framing: args.framing,
@@ -173,16 +172,9 @@ fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration
         "propagation": args.propagation.to_string(),
         "framing": opts.links.framing(opts.framing).name(),
         "framing_bytes": opts.links.framing(opts.framing).overhead(),
-        "links": links_name(opts.links),
+        "links": opts.links.name(),
         "cpus": opts.cpus,
     })
-}
-
-fn links_name(l: LinkModel) -> &'static str {
-    match l {
-        LinkModel::Wire => "wire",
-        LinkModel::Veth => "veth",
-    }
 }
 
 pub(super) fn default_output(name: &str) -> PathBuf {
@@ -356,7 +348,7 @@ fn finish(
         "simulated (virtual time): host model {}, processing {} per packet, {} links, framing {} ({} bytes per frame beyond the IP packet), seed {}",
         opts.host.label(),
         args.processing,
-        links_name(opts.links),
+        opts.links.name(),
         opts.links.framing(opts.framing).name(),
         opts.links.framing(opts.framing).overhead(),
         opts.seed
