@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::lab::results::{FlowLine, ScenarioLines};
 use crate::lab::tables::grid;
-use crate::report::human::fmt_ns;
+use crate::report::human::{fmt_ns, range_text};
 use crate::report::window::WindowReport;
 use crate::sim::paper::{figures, Table};
 
@@ -199,13 +199,9 @@ pub fn paper_line(paper: Table) -> String {
     )
 }
 
-/// The range of some values, `lo–hi` by `f`.
+/// The range of some values, `lo–hi` by `f`; `-` for none.
 fn range(v: &[i64], f: impl Fn(i64) -> String) -> String {
-    match (v.iter().min(), v.iter().max()) {
-        (Some(&lo), Some(&hi)) if lo == hi => f(lo),
-        (Some(&lo), Some(&hi)) => format!("{}–{}", f(lo), f(hi)),
-        _ => "-".into(),
-    }
+    range_text(v, f).unwrap_or_else(|| "-".into())
 }
 
 /// One line saying what a part showed.

@@ -18,6 +18,17 @@ pub fn fmt_ns(ns: i64) -> String {
     }
 }
 
+/// The range of some values written by `f`: `lo–hi`, or one value when they are
+/// all the same; `None` for none.
+pub fn range_text(v: &[i64], f: impl Fn(i64) -> String) -> Option<String> {
+    let (&lo, &hi) = v.iter().min().zip(v.iter().max())?;
+    Some(if lo == hi {
+        f(lo)
+    } else {
+        format!("{}–{}", f(lo), f(hi))
+    })
+}
+
 fn fmt_opt(v: Option<i64>) -> String {
     v.map(fmt_ns).unwrap_or_else(|| "-".into())
 }

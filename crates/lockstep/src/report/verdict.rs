@@ -8,6 +8,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::html::{fmt_ns, LabReport, RunReport};
+use super::human::range_text;
 use super::svg::esc;
 use super::window::{OutlierReport, WindowReport};
 
@@ -21,11 +22,8 @@ pub fn headline(run: &RunReport) -> String {
         .iter()
         .filter_map(|f| f.latency.jitter_ns)
         .collect();
-    let jitter = match (j.iter().min(), j.iter().max()) {
-        (Some(a), Some(b)) if a == b => format!("jitter {}", fmt_ns(*a)),
-        (Some(a), Some(b)) => format!("jitter {}–{}", fmt_ns(*a), fmt_ns(*b)),
-        _ => "no packets received".into(),
-    };
+    let jitter = range_text(&j, fmt_ns)
+        .map_or_else(|| "no packets received".into(), |r| format!("jitter {r}"));
     let lost: u64 = run.flows.iter().map(|f| f.lost).sum();
     let slips: u64 = run.flows.iter().map(|f| f.slips).sum();
     let mut s = format!("{jitter} over {} flows, {lost} lost", run.flows.len());
@@ -82,13 +80,8 @@ fn bound_text(run: &RunReport) -> String {
 }
 
 fn range_ns(v: &[(i64, Option<i64>)]) -> String {
-    let lo = v.iter().map(|x| x.0).min().unwrap_or(0);
-    let hi = v.iter().map(|x| x.0).max().unwrap_or(0);
-    if lo == hi {
-        fmt_ns(lo)
-    } else {
-        format!("{}–{}", fmt_ns(lo), fmt_ns(hi))
-    }
+    let bounds: Vec<i64> = v.iter().map(|x| x.0).collect();
+    range_text(&bounds, fmt_ns).unwrap_or_default()
 }
 
 /// The headlines, the host sentence and the notes folded under them.
