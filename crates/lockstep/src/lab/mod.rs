@@ -1,5 +1,5 @@
-//! `lockstep lab …` and `lockstep demo`: build a test network in namespaces from a
-//! scenario file, run it in each mode, collect results and a report.
+//! `lockstep lab …`: build a test network in namespaces from a scenario file, run it
+//! in each mode, collect results and a report.
 //!
 //! A scenario file is loaded in one place, [`load`]: [`kind`] reads its
 //! `[scenario] kind` (TDP when there is none), refuses the command-line options that
@@ -13,6 +13,7 @@
 //!   other kinds build their networks on its [`topo::Topology`] too.
 //! - [`run`]: starting the nodes on one frame, the load, progress, collecting.
 //! - [`results`]: from the nodes' files to per-flow figures and the report.
+//! - [`bound`]: a FIFO run's network-calculus bound per flow, or why there is none.
 //! - [`tables`]: the terminal tables (FIFO vs TDP, TF sweep).
 //! - [`method`]: `kind = "jitter"`, the jitter-source methodology (baseline, variants,
 //!   contribution table).
