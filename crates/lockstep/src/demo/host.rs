@@ -17,7 +17,10 @@ use crate::EnvError;
 const PROBE_LENGTH: &str = "5s";
 const PROBE_INTERVAL: &str = "200us";
 
-/// The rule: a host's p99.99 wake-up lateness must fit this many times in a frame.
+/// The rule: the largest wake-up lateness the probe saw must fit this many times in a
+/// frame (its p99.99 alone was seen to let a live run at too small a scale meet a
+/// stall longer than a frame at an edge, whose backlog a source at its reserved rate
+/// never drains).
 pub const FRAME_OVER_WAKEUP: i64 = 4;
 
 /// What the probe measured.
@@ -92,9 +95,9 @@ fn read(file: &Path, realtime: bool) -> Result<Wakeups> {
 }
 
 /// The smallest time scale at which a frame holds [`FRAME_OVER_WAKEUP`] times the
-/// host's p99.99 wake-up lateness (the largest scale there is when none does).
-pub fn choose_scale(p9999_ns: i64, tf: Duration) -> u32 {
-    let need = p9999_ns.max(0).saturating_mul(FRAME_OVER_WAKEUP);
+/// host's wake-up lateness `lateness_ns` (the largest scale there is when none does).
+pub fn choose_scale(lateness_ns: i64, tf: Duration) -> u32 {
+    let need = lateness_ns.max(0).saturating_mul(FRAME_OVER_WAKEUP);
     TIME_SCALES
         .iter()
         .copied()
@@ -109,7 +112,7 @@ mod tests {
     const TF: Duration = Duration::from_micros(250);
 
     #[test]
-    fn the_scale_is_the_smallest_whose_frame_holds_four_p9999_wake_ups() {
+    fn the_scale_is_the_smallest_whose_frame_holds_four_times_the_lateness() {
         assert_eq!(choose_scale(20_000, TF), 1); // 80 µs ≤ 250 µs
         assert_eq!(choose_scale(62_500, TF), 1); // exactly a quarter
         assert_eq!(choose_scale(62_501, TF), 2);

@@ -112,7 +112,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let w = host::measure(&dir.join("host"), root)?;
     let scale = args
         .scale
-        .unwrap_or_else(|| host::choose_scale(w.p9999_ns, tf));
+        .unwrap_or_else(|| host::choose_scale(w.max_ns, tf));
     say.line(&intro(&w, scale, tf, &s, &args, live));
     let duration = args.duration.unwrap_or(s.duration);
     progress(&args, "1/3 simulated, ideal host");
@@ -217,7 +217,7 @@ fn intro(
         "as --scale asks".to_string()
     } else {
         format!(
-            "the smallest at which a frame holds {} times that p99.99",
+            "the smallest at which a frame holds {} times the largest of those wake-ups",
             host::FRAME_OVER_WAKEUP
         )
     };
