@@ -797,7 +797,16 @@ fn supervised_children_run_in_their_namespace_and_rps_is_set_there() {
             )
             .unwrap()
             .pid();
-        assert!(netns::pids(p.b.name()).unwrap().contains(&pid));
+        // `ip netns exec` enters the namespace just after it starts: give it a moment
+        // (at most 2 s, polled)
+        let listed = || netns::pids(p.b.name()).unwrap().contains(&pid);
+        for _ in 0..200 {
+            if listed() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(listed());
         drop(g);
         assert!(!netns::pids(p.b.name()).unwrap().contains(&pid));
 
