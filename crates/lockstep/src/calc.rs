@@ -1,21 +1,24 @@
-//! `lockstep calc NETWORK.toml [--json]`: provable delay and backlog bounds of a
-//! feed-forward network of rate-latency servers and shaped flows (SPEC §4), computed
-//! exactly by `lockstep-netcalc`.
+//! `lockstep calc NETWORK.toml… [--method tfa|sfa|pmoo|all] [--json]`: provable delay
+//! and backlog bounds of a feed-forward network of rate-latency servers and shaped
+//! flows, computed exactly by `lockstep-netcalc`.
 //!
-//! Per flow: the end-to-end delay bound of the total flow analysis (TFA) and of the
-//! separated flow analysis (SFA), the best one marked, and the deadline verdict. Per
-//! server: the backlog bound against its buffer, the FIFO delay, the rules of thumb
-//! and, where they apply, the SPEC §4 port formulas. Every bound is an exact fraction
-//! in its unit next to a float (SPEC §7). Exit status 1 when a deadline or a buffer
-//! check fails, 2 on bad input (naming file, line and field).
+//! Per flow: the end-to-end delay bound of each method asked for (total flow
+//! analysis, separated flow analysis, pay multiplexing only once), the best one
+//! marked, and the deadline verdict; each method's run time. Per server: the backlog
+//! bound against its buffer, the FIFO delay, the rules of thumb and, where they
+//! apply, the single-port formulas. Every bound is an exact fraction in its unit
+//! next to a float. Exit status 1 when a deadline or a buffer check fails, 2 on bad
+//! input (naming file, line and field).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, ValueEnum};
+use lockstep_netcalc::methods::{self, Bound, Method};
 use lockstep_netcalc::units::{round4, Shown, Unit};
-use lockstep_netcalc::{Analysis, FlowBounds, Report, ServerBounds, Q};
+use lockstep_netcalc::{Network, Report, ServerBounds, Q};
 use serde_json::{json, Value};
 
 use crate::report::ResultDoc;
@@ -23,71 +26,172 @@ use crate::{CheckFailed, UsageError};
 
 #[derive(Args, Debug)]
 pub struct CalcArgs {
-    /// The network file: [[server]] (name, rate, latency, buffer, multiplexing) and
+    /// Network files: [[server]] (name, rate, latency, buffer, multiplexing) and
     /// [[flow]] (name, path, rate, burst, peak, max_packet, deadline) tables.
-    #[arg(value_name = "NETWORK.toml")]
-    pub network: PathBuf,
-    /// Print the SPEC §7 JSON document on stdout (the table goes to stderr).
+    #[arg(value_name = "NETWORK.toml", required = true)]
+    pub networks: Vec<PathBuf>,
+    /// Which analysis: total flow (tfa), separated flow (sfa), pay multiplexing only
+    /// once (pmoo, arbitrary multiplexing only), or all of them side by side.
+    #[arg(long, value_enum, default_value_t = MethodArg::All)]
+    pub method: MethodArg,
+    /// Print the JSON document on stdout (the table goes to stderr); an array of
+    /// documents with several files.
     #[arg(long)]
     pub json: bool,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    Tfa,
+    Sfa,
+    Pmoo,
+    All,
+}
+
+impl MethodArg {
+    fn methods(self) -> Vec<Method> {
+        match self {
+            MethodArg::Tfa => vec![Method::Tfa],
+            MethodArg::Sfa => vec![Method::Sfa],
+            MethodArg::Pmoo => vec![Method::Pmoo],
+            MethodArg::All => Method::ALL.to_vec(),
+        }
+    }
+}
+
+/// One method's bounds of every flow, and what computing them took.
+struct MethodRun {
+    method: Method,
+    bounds: Vec<Bound>,
+    seconds: f64,
+}
+
+/// Everything `calc` found about one network file.
+struct Calc {
+    file: String,
+    net: Network,
+    report: Report,
+    runs: Vec<MethodRun>,
+    /// The TFA's bound at each hop, when the TFA ran.
+    tfa_hops: Option<Vec<Result<Vec<Q>, methods::NoBound>>>,
+}
+
+impl Calc {
+    /// The smallest bound of flow `f` and the method that gave it (the first on a
+    /// tie).
+    fn best(&self, f: usize) -> Option<(Method, &Q)> {
+        let mut best: Option<(Method, &Q)> = None;
+        for run in &self.runs {
+            if let Some(Ok(b)) = run.bounds.get(f) {
+                if best.is_none_or(|(_, q)| b < q) {
+                    best = Some((run.method, b));
+                }
+            }
+        }
+        best
+    }
+
+    fn deadline(&self, f: usize) -> Option<&Q> {
+        self.net.flows.get(f).and_then(|fl| fl.deadline.as_ref())
+    }
+
+    /// Whether flow `f`'s best bound meets its deadline (`None` without one).
+    fn meets_deadline(&self, f: usize) -> Option<bool> {
+        let d = self.deadline(f)?;
+        Some(self.best(f).is_some_and(|(_, b)| b <= d))
+    }
+
+    fn late_flows(&self) -> Vec<&str> {
+        (0..self.net.flows.len())
+            .filter(|&f| self.meets_deadline(f) == Some(false))
+            .map(|f| self.net.flows[f].name.as_str())
+            .collect()
+    }
+}
+
 pub fn run(args: CalcArgs) -> Result<()> {
-    let file = args.network.display().to_string();
-    let text = std::fs::read_to_string(&args.network)
+    let methods = args.method.methods();
+    let mut all = Vec::with_capacity(args.networks.len());
+    for path in &args.networks {
+        all.push(compute(path, &methods)?);
+    }
+    let text: String = all.iter().map(human).collect::<Vec<_>>().join("\n");
+    if args.json {
+        eprint!("{text}");
+        let docs: Vec<ResultDoc> = all.iter().map(document).collect();
+        let out = match docs.as_slice() {
+            [one] => serde_json::to_string_pretty(one)?,
+            _ => serde_json::to_string_pretty(&docs)?,
+        };
+        println!("{out}");
+    } else {
+        print!("{text}");
+    }
+    let mut why = Vec::new();
+    for c in &all {
+        let late = c.late_flows();
+        if !late.is_empty() {
+            why.push(format!(
+                "{}: deadline missed by {}",
+                c.file,
+                late.join(", ")
+            ));
+        }
+        let over: Vec<&str> = c
+            .report
+            .overflowing_servers()
+            .map(|s| s.name.as_str())
+            .collect();
+        if !over.is_empty() {
+            why.push(format!(
+                "{}: buffer too small at {}",
+                c.file,
+                over.join(", ")
+            ));
+        }
+    }
+    if !why.is_empty() {
+        return Err(CheckFailed(why.join("; ")).into());
+    }
+    Ok(())
+}
+
+/// Reads, checks and analyses one network file.
+fn compute(path: &PathBuf, methods: &[Method]) -> Result<Calc> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("{file}: cannot read it: {e}")))?;
-    let adm = lockstep_netcalc::load(&text).map_err(|e| {
+    let located = |e: lockstep_netcalc::InputError| {
         let at = match e.line {
             Some(l) => format!("{file}:{l}"),
             None => file.clone(),
         };
         UsageError(format!("{at}: {}", field_message(&e)))
-    })?;
-    let report = adm.snapshot();
-    let text = human(&file, &report);
-    let late = report.late_flows().count();
-    let overflowing = report.overflowing_servers().count();
-    if args.json {
-        eprint!("{text}");
-        let mut doc = ResultDoc::new("calc", json!({ "network": file }));
-        doc.insert(
-            "flows",
-            report.flows.iter().map(flow_json).collect::<Vec<_>>(),
-        );
-        doc.insert(
-            "servers",
-            report.servers.iter().map(server_json).collect::<Vec<_>>(),
-        );
-        doc.insert(
-            "summary",
-            json!({
-                "flows": report.flows.len(),
-                "servers": report.servers.len(),
-                "late_flows": late,
-                "overflowing_servers": overflowing,
-            }),
-        );
-        doc.check_failed = late + overflowing > 0;
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+    };
+    let adm = lockstep_netcalc::load(&text).map_err(located)?;
+    let net = adm.network();
+    let mut runs = Vec::with_capacity(methods.len());
+    for &method in methods {
+        let t0 = Instant::now();
+        let bounds = methods::bounds(&net, method).map_err(located)?;
+        runs.push(MethodRun {
+            method,
+            bounds,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+    }
+    let tfa_hops = if methods.contains(&Method::Tfa) {
+        Some(methods::tfa_per_hop(&net).map_err(located)?)
     } else {
-        print!("{text}");
-    }
-    if late + overflowing > 0 {
-        let mut why = Vec::new();
-        if late > 0 {
-            let names: Vec<&str> = report.late_flows().map(|f| f.name.as_str()).collect();
-            why.push(format!("deadline missed by {}", names.join(", ")));
-        }
-        if overflowing > 0 {
-            let names: Vec<&str> = report
-                .overflowing_servers()
-                .map(|s| s.name.as_str())
-                .collect();
-            why.push(format!("buffer too small at {}", names.join(", ")));
-        }
-        return Err(CheckFailed(why.join("; ")).into());
-    }
-    Ok(())
+        None
+    };
+    Ok(Calc {
+        file,
+        net,
+        report: adm.snapshot(),
+        runs,
+        tfa_hops,
+    })
 }
 
 /// `flow[2] "f2".path[1]: unknown server "s9"` (the line goes in front).
@@ -98,7 +202,7 @@ fn field_message(e: &lockstep_netcalc::InputError) -> String {
     }
 }
 
-/// SPEC §7 bound: `{"exact": "965/12", "unit": "us", "value": 80.4167}`.
+/// An exact bound: `{"exact": "965/12", "unit": "us", "value": 80.4167}`.
 fn bound(q: &Q, unit: Unit) -> Value {
     let s = Shown::new(q, unit);
     json!({ "exact": s.exact.to_string(), "unit": unit.name(), "value": round4(s.value()) })
@@ -108,25 +212,63 @@ fn opt_bound(q: Option<&Q>, unit: Unit) -> Value {
     q.map(|q| bound(q, unit)).unwrap_or(Value::Null)
 }
 
-fn best_name(f: &FlowBounds) -> &'static str {
-    match f.best() {
-        Analysis::Tfa => "tfa",
-        Analysis::Sfa => "sfa",
-    }
+fn document(c: &Calc) -> ResultDoc {
+    let methods: Vec<&str> = c.runs.iter().map(|r| r.method.name()).collect();
+    let mut doc = ResultDoc::new("calc", json!({ "network": c.file, "methods": methods }));
+    let flows: Vec<Value> = (0..c.net.flows.len()).map(|f| flow_json(c, f)).collect();
+    doc.insert("flows", flows);
+    doc.insert(
+        "servers",
+        c.report.servers.iter().map(server_json).collect::<Vec<_>>(),
+    );
+    let times: serde_json::Map<String, Value> = c
+        .runs
+        .iter()
+        .map(|r| (r.method.name().to_string(), json!(round4(r.seconds * 1e6))))
+        .collect();
+    doc.insert("method_time_us", Value::Object(times));
+    let late = c.late_flows().len();
+    let overflowing = c.report.overflowing_servers().count();
+    doc.insert(
+        "summary",
+        json!({
+            "flows": c.net.flows.len(),
+            "servers": c.net.servers.len(),
+            "late_flows": late,
+            "overflowing_servers": overflowing,
+        }),
+    );
+    doc.check_failed = late + overflowing > 0;
+    doc
 }
 
-fn flow_json(f: &FlowBounds) -> Value {
-    json!({
-        "name": f.name,
-        "path": f.path,
-        "tfa": bound(&f.tfa, Unit::Us),
-        "tfa_per_hop": f.tfa_hops.iter().map(|d| bound(d, Unit::Us)).collect::<Vec<_>>(),
-        "sfa": bound(&f.sfa, Unit::Us),
-        "best": best_name(f),
-        "bound": bound(f.bound(), Unit::Us),
-        "deadline": opt_bound(f.deadline.as_ref(), Unit::Us),
-        "meets_deadline": f.meets_deadline(),
-    })
+/// A flow: each method's bound (`null` with the reason in `no_bound` when it gives
+/// none), the best, the deadline verdict, and the TFA's per-hop bounds.
+fn flow_json(c: &Calc, f: usize) -> Value {
+    let fl = &c.net.flows[f];
+    let mut v = json!({ "name": fl.name, "path": fl.path });
+    let mut none = serde_json::Map::new();
+    for run in &c.runs {
+        let key = run.method.name();
+        match run.bounds.get(f) {
+            Some(Ok(b)) => v[key] = bound(b, Unit::Us),
+            Some(Err(why)) => {
+                v[key] = Value::Null;
+                none.insert(key.to_string(), json!(why.to_string()));
+            }
+            None => v[key] = Value::Null,
+        }
+    }
+    if let Some(Some(Ok(hops))) = c.tfa_hops.as_ref().map(|h| h.get(f)) {
+        v["tfa_per_hop"] = hops.iter().map(|d| bound(d, Unit::Us)).collect();
+    }
+    v["no_bound"] = Value::Object(none);
+    let best = c.best(f);
+    v["best"] = best.map_or(Value::Null, |(m, _)| json!(m.name()));
+    v["bound"] = opt_bound(best.map(|(_, b)| b), Unit::Us);
+    v["deadline"] = opt_bound(c.deadline(f), Unit::Us);
+    v["meets_deadline"] = json!(c.meets_deadline(f));
+    v
 }
 
 fn server_json(s: &ServerBounds) -> Value {
@@ -157,6 +299,17 @@ fn server_json(s: &ServerBounds) -> Value {
     })
 }
 
+/// `0.12 ms`, `850 us`.
+fn duration_text(seconds: f64) -> String {
+    if seconds >= 1.0 {
+        format!("{seconds:.2} s")
+    } else if seconds >= 1e-3 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else {
+        format!("{:.0} us", seconds * 1e6)
+    }
+}
+
 fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
@@ -181,39 +334,66 @@ fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-fn human(file: &str, r: &Report) -> String {
+fn human(c: &Calc) -> String {
+    let r = &c.report;
     let mut out = format!(
-        "{file}: {} servers, {} flows (bounds exact; the fraction is the exact value)\n\nflows: end-to-end delay bounds (* best)\n",
+        "{}: {} servers, {} flows (bounds exact; the fraction is the exact value)\n\nflows: end-to-end delay bounds (* best)\n",
+        c.file,
         r.servers.len(),
         r.flows.len()
     );
-    let mut rows = vec![vec![
-        "flow".to_string(),
-        "path".into(),
-        "TFA".into(),
-        "SFA".into(),
-        "deadline".into(),
-        "verdict".into(),
-    ]];
-    for f in &r.flows {
-        let mark = |a: Analysis| if f.best() == a { "*" } else { " " };
-        rows.push(vec![
-            f.name.clone(),
-            f.path.join(" > "),
-            format!("{}{}", mark(Analysis::Tfa), Shown::new(&f.tfa, Unit::Us)),
-            format!("{}{}", mark(Analysis::Sfa), Shown::new(&f.sfa, Unit::Us)),
-            f.deadline
-                .as_ref()
+    let mut head = vec!["flow".to_string(), "path".into()];
+    head.extend(c.runs.iter().map(|run| run.method.name().to_uppercase()));
+    head.extend(["deadline".to_string(), "verdict".into()]);
+    let mut rows = vec![head];
+    for (f, fl) in c.net.flows.iter().enumerate() {
+        let best = c.best(f).map(|(m, _)| m);
+        let mut row = vec![fl.name.clone(), fl.path.join(" > ")];
+        for run in &c.runs {
+            let mark = if best == Some(run.method) { "*" } else { " " };
+            row.push(match run.bounds.get(f) {
+                Some(Ok(b)) => format!("{mark}{}", Shown::new(b, Unit::Us)),
+                Some(Err(methods::NoBound::NotApplicable(_))) => "  n/a".into(),
+                Some(Err(methods::NoBound::Unbounded(_))) => "  unbounded".into(),
+                None => "  -".into(),
+            });
+        }
+        row.push(
+            c.deadline(f)
                 .map(|d| Shown::new(d, Unit::Us).to_string())
                 .unwrap_or_else(|| "-".into()),
-            match f.meets_deadline() {
-                Some(true) => "ok".into(),
-                Some(false) => "LATE".into(),
-                None => "-".into(),
-            },
-        ]);
+        );
+        row.push(match c.meets_deadline(f) {
+            Some(true) => "ok".into(),
+            Some(false) => "LATE".into(),
+            None => "-".into(),
+        });
+        rows.push(row);
     }
     out.push_str(&table(&rows));
+    let times: Vec<String> = c
+        .runs
+        .iter()
+        .map(|run| {
+            format!(
+                "{} {}",
+                run.method.name().to_uppercase(),
+                duration_text(run.seconds)
+            )
+        })
+        .collect();
+    let _ = writeln!(out, "run time: {}", times.join(", "));
+    let notes: Vec<String> = c
+        .runs
+        .iter()
+        .filter_map(|run| {
+            let why = run.bounds.iter().find_map(|b| b.as_ref().err())?;
+            Some(format!("{}: {why}", run.method.name().to_uppercase()))
+        })
+        .collect();
+    for n in notes {
+        let _ = writeln!(out, "  {n}");
+    }
     out.push_str("\nservers: backlog bound against the buffer\n");
     let mut rows = vec![vec![
         "server".to_string(),

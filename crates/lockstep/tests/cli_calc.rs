@@ -116,13 +116,52 @@ fn two_hops_under_fifo_then_arbitrary_multiplexing() {
     let f = &doc["results"]["flows"][0];
     // Alone on both servers (160 Mbit/s = 20 B/us, T = 20 us): T-SPEC (C = 12.5 B/us,
     // M = b = 25 B) is a token bucket (5 B/us, 25 B). Hop 1: 20 + 25/20 = 21.25 us.
-    // Hop 2 sees (5, 25 + 5·21.25) = (5, 131.25): 20 + 131.25/20 = 26.5625 us.
-    // TFA = 47.8125 us = 765/16. SFA: β_{20, 40}: 40 + 25/20 = 41.25 us = 165/4.
-    assert_eq!(f["tfa"]["exact"], "765/16");
+    // It leaves hop 1 as α ⊘ β = (5, 25 + 5·20) = (5, 125), so hop 2 waits at most
+    // 20 + 125/20 = 26.25 us. TFA = 47.5 us = 95/2. SFA: β_{20, 40}: 40 + 25/20 =
+    // 41.25 us = 165/4.
+    assert_eq!(f["tfa"]["exact"], "95/2");
+    assert_eq!(f["tfa_per_hop"][0]["exact"], "85/4");
+    assert_eq!(f["pmoo"], Value::Null);
+    assert!(f["no_bound"]["pmoo"]
+        .as_str()
+        .unwrap()
+        .contains("s0 is FIFO"));
     assert_eq!(f["sfa"]["exact"], "165/4");
     assert_eq!(f["best"], "sfa");
     assert_eq!(doc["results"]["servers"][1]["multiplexing"], "arbitrary");
     assert_eq!(doc["results"]["servers"][1]["fifo_delay"], Value::Null);
+}
+
+#[test]
+fn one_column_per_method_and_their_run_times() {
+    let p = network(
+        "arb.toml",
+        &TWO_HOPS.replace("buffer = \"2MB\"", "multiplexing = \"arbitrary\""),
+    );
+    let o = calc(&[p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("TFA") && out.contains("SFA") && out.contains("PMOO"),
+        "{out}"
+    );
+    assert!(out.contains("run time: TFA "), "{out}");
+    // Alone on two arbitrary servers, PMOO is the SFA: β_{20, 40}, 41.25 us.
+    assert!(out.contains("41.25 us (165/4)"), "{out}");
+    let o = calc(&[p.to_str().unwrap(), "--method", "pmoo", "--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &doc["results"]["flows"][0];
+    assert_eq!(f["pmoo"]["exact"], "165/4");
+    assert_eq!(f["best"], "pmoo");
+    assert!(f.get("tfa").is_none());
+    assert!(doc["results"]["method_time_us"]["pmoo"].is_number());
+    let o = calc(&[p.to_str().unwrap(), "--method", "lp"]);
+    assert_eq!(o.status.code(), Some(2));
+    // several files: one table each, an array of documents
+    let o = calc(&[p.to_str().unwrap(), example().to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let docs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(docs.as_array().map(Vec::len), Some(2));
 }
 
 #[test]

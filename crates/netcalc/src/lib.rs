@@ -11,6 +11,8 @@
 //!   and backlog bounds.
 //! - [`fifo`]: one FIFO port exactly as SPEC §4 (loeser Eq. 2–7).
 //! - [`model`]: servers, flows, networks and the field-naming input errors.
+//! - [`methods`]: the tightest TFA, SFA and PMOO this crate knows, for `calc`
+//!   (bundled arrival curves; not monotone in the traffic, so not for admission).
 //! - [`admission`]: total and separated flow analysis on a feed-forward network, kept
 //!   up to date flow by flow ([`Admission`]).
 //! - [`parse`]: the network file.
@@ -21,6 +23,7 @@ pub mod admission;
 mod bigcd;
 pub mod curve;
 pub mod fifo;
+pub mod methods;
 pub mod model;
 pub mod parse;
 pub mod q;

@@ -10,6 +10,7 @@
 //!
 //! Sizes are small so the whole file runs in a few seconds.
 
+use lockstep_netcalc::methods::{self, Method};
 use lockstep_netcalc::sim::simulate;
 use lockstep_netcalc::{
     backlog_bound, delay_bound, fifo_port, Admission, Curve, Flow, Multiplexing, Network, PortFlow,
@@ -230,6 +231,42 @@ proptest! {
         for (f, worst) in report.flows.iter().zip(sim.iter()) {
             prop_assert!(worst <= &f.tfa, "{}: simulated {} > TFA {}", f.name, worst, f.tfa);
             prop_assert!(worst <= &f.sfa, "{}: simulated {} > SFA {}", f.name, worst, f.sfa);
+        }
+    }
+
+    #[test]
+    fn no_method_bound_below_the_symmetric_burst_simulation(s in spec(4, 5, false)) {
+        let net = network(&s);
+        prop_assume!(stable(&net));
+        // The FIFO trajectory is one an arbitrary-multiplexing server may produce
+        // too, so it bounds every method from below on any mix of servers.
+        let mut fifo = net.clone();
+        for srv in &mut fifo.servers {
+            srv.multiplexing = Multiplexing::Fifo;
+        }
+        let sim = simulate(&fifo, &i(1000)).unwrap();
+        for m in Method::ALL {
+            let bounds = methods::bounds(&net, m).unwrap();
+            for ((f, b), worst) in net.flows.iter().zip(&bounds).zip(&sim) {
+                if let Ok(b) = b {
+                    prop_assert!(worst <= b, "{}: simulated {} > {} {}", f.name, worst, m.name(), b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn methods_are_as_tight_as_the_admission_analyses(s in spec(4, 5, false)) {
+        let net = network(&s);
+        prop_assume!(stable(&net));
+        let report = Admission::new(&net).unwrap().snapshot();
+        let tfa = methods::bounds(&net, Method::Tfa).unwrap();
+        let sfa = methods::bounds(&net, Method::Sfa).unwrap();
+        for ((f, t), s) in report.flows.iter().zip(&tfa).zip(&sfa) {
+            let t = t.as_ref().unwrap();
+            let s = s.as_ref().unwrap();
+            prop_assert!(t <= &f.tfa, "{}: TFA {} > admission's {}", f.name, t, f.tfa);
+            prop_assert!(s <= &f.sfa, "{}: SFA {} > admission's {}", f.name, s, f.sfa);
         }
     }
 
