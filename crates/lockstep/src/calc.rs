@@ -21,6 +21,8 @@ use lockstep_netcalc::units::{round4, Shown, Unit};
 use lockstep_netcalc::{Network, Report, ServerBounds, Q};
 use serde_json::{json, Value};
 
+use lockstep_plan::scenario::{RunMode, RunSpec};
+
 use crate::report::ResultDoc;
 use crate::{CheckFailed, UsageError};
 
@@ -70,7 +72,8 @@ struct MethodRun {
 struct Calc {
     file: String,
     net: Network,
-    report: Report,
+    /// The per-server bounds (feed-forward networks only).
+    report: Option<Report>,
     runs: Vec<MethodRun>,
     /// The TFA's bound at each hop, when the TFA ran.
     tfa_hops: Option<Vec<Result<Vec<Q>, methods::NoBound>>>,
@@ -99,6 +102,13 @@ impl Calc {
     fn meets_deadline(&self, f: usize) -> Option<bool> {
         let d = self.deadline(f)?;
         Some(self.best(f).is_some_and(|(_, b)| b <= d))
+    }
+
+    fn overflowing(&self) -> Vec<&str> {
+        self.report
+            .iter()
+            .flat_map(|r| r.overflowing_servers().map(|s| s.name.as_str()))
+            .collect()
     }
 
     fn late_flows(&self) -> Vec<&str> {
@@ -137,11 +147,7 @@ pub fn run(args: CalcArgs) -> Result<()> {
                 late.join(", ")
             ));
         }
-        let over: Vec<&str> = c
-            .report
-            .overflowing_servers()
-            .map(|s| s.name.as_str())
-            .collect();
+        let over = c.overflowing();
         if !over.is_empty() {
             why.push(format!(
                 "{}: buffer too small at {}",
@@ -168,8 +174,17 @@ fn compute(path: &PathBuf, methods: &[Method]) -> Result<Calc> {
         };
         UsageError(format!("{at}: {}", field_message(&e)))
     };
-    let adm = lockstep_netcalc::load(&text).map_err(located)?;
-    let net = adm.network();
+    let (net, report) = if is_scenario(&text) {
+        let net = scenario_network(path)?;
+        // a cyclic network (flows that loop) has no per-server analysis
+        let report = lockstep_netcalc::Admission::new(&net)
+            .ok()
+            .map(|a| a.snapshot());
+        (net, report)
+    } else {
+        let adm = lockstep_netcalc::load(&text).map_err(located)?;
+        (adm.network(), Some(adm.snapshot()))
+    };
     let mut runs = Vec::with_capacity(methods.len());
     for &method in methods {
         let t0 = Instant::now();
@@ -188,7 +203,7 @@ fn compute(path: &PathBuf, methods: &[Method]) -> Result<Calc> {
     Ok(Calc {
         file,
         net,
-        report: adm.snapshot(),
+        report,
         runs,
         tfa_hops,
     })
@@ -219,7 +234,10 @@ fn document(c: &Calc) -> ResultDoc {
     doc.insert("flows", flows);
     doc.insert(
         "servers",
-        c.report.servers.iter().map(server_json).collect::<Vec<_>>(),
+        c.report
+            .iter()
+            .flat_map(|r| r.servers.iter().map(server_json))
+            .collect::<Vec<_>>(),
     );
     let times: serde_json::Map<String, Value> = c
         .runs
@@ -228,7 +246,7 @@ fn document(c: &Calc) -> ResultDoc {
         .collect();
     doc.insert("method_time_us", Value::Object(times));
     let late = c.late_flows().len();
-    let overflowing = c.report.overflowing_servers().count();
+    let overflowing = c.overflowing().len();
     doc.insert(
         "summary",
         json!({
@@ -299,6 +317,46 @@ fn server_json(s: &ServerBounds) -> Value {
     })
 }
 
+/// Whether a file is a lab/sim scenario (it has a `[scenario]` table) rather than a
+/// network file.
+fn is_scenario(text: &str) -> bool {
+    text.parse::<toml::Table>()
+        .is_ok_and(|t| t.contains_key("scenario"))
+}
+
+/// A scenario's network as FIFO servers (one per link direction a flow crosses,
+/// the router's processing allowance as latency) and token-bucket flows read off
+/// their schedules: what its FIFO run is bounded by.
+fn scenario_network(path: &std::path::Path) -> Result<Network> {
+    let none = crate::lab::OverrideArgs {
+        tf: None,
+        modes: None,
+        scale: None,
+    };
+    let file = path.display();
+    let crate::lab::LabScenario::Tdp(s) = crate::lab::load(path, &[], &none)? else {
+        return Err(UsageError(format!(
+            "{file}: calc reads network files and TDP scenarios (nodes, links, flows); this scenario kind has no flows to bound"
+        ))
+        .into());
+    };
+    let tf = s
+        .runs()
+        .first()
+        .map(|r| r.tf)
+        .ok_or_else(|| UsageError(format!("{file}: the scenario has no run")))?;
+    let spec = RunSpec::new(RunMode::Fifo, tf, false, false);
+    let plan = lockstep_plan::plan::plan(&s, &spec).map_err(|e| UsageError(e.to_string()))?;
+    if !plan.loads.is_empty() {
+        return Err(UsageError(format!(
+            "{file}: {} best-effort load(s) share the network unshaped: no delay bound holds",
+            plan.loads.len()
+        ))
+        .into());
+    }
+    crate::lab::bound::network(&plan).map_err(|e| UsageError(format!("{file}: {e}")).into())
+}
+
 /// `0.12 ms`, `850 us`.
 fn duration_text(seconds: f64) -> String {
     if seconds >= 1.0 {
@@ -335,12 +393,11 @@ fn table(rows: &[Vec<String>]) -> String {
 }
 
 fn human(c: &Calc) -> String {
-    let r = &c.report;
     let mut out = format!(
         "{}: {} servers, {} flows (bounds exact; the fraction is the exact value)\n\nflows: end-to-end delay bounds (* best)\n",
         c.file,
-        r.servers.len(),
-        r.flows.len()
+        c.net.servers.len(),
+        c.net.flows.len()
     );
     let mut head = vec!["flow".to_string(), "path".into()];
     head.extend(c.runs.iter().map(|run| run.method.name().to_uppercase()));
@@ -394,7 +451,18 @@ fn human(c: &Calc) -> String {
     for n in notes {
         let _ = writeln!(out, "  {n}");
     }
-    out.push_str("\nservers: backlog bound against the buffer\n");
+    match &c.report {
+        Some(r) => out.push_str(&servers_text(r)),
+        None => out.push_str(
+            "\nservers: the network is cyclic (flows that loop, or servers that feed each other); the per-server backlog bounds need a feed-forward network\n",
+        ),
+    }
+    out
+}
+
+/// The servers' tables: backlog against the buffer, and the single-port formulas.
+fn servers_text(r: &Report) -> String {
+    let mut out = String::from("\nservers: backlog bound against the buffer\n");
     let mut rows = vec![vec![
         "server".to_string(),
         "mux".into(),

@@ -265,3 +265,32 @@ fn a_missing_file_exits_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/nonexistent/network.toml: cannot read it"));
 }
+
+#[test]
+fn a_scenario_is_read_as_its_fifo_network() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    // mesh4's flows loop five times around the ring: only the TFA's fixed point
+    // applies, and it diverges (said plainly, not an error)
+    let o = calc(&[dir.join("mesh4.toml").to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &doc["results"]["flows"][0];
+    assert_eq!(f["name"], "f1234");
+    assert!(f["no_bound"]["tfa"]
+        .as_str()
+        .unwrap()
+        .contains("fixed point diverges"));
+    assert!(f["no_bound"]["sfa"]
+        .as_str()
+        .unwrap()
+        .contains("cyclic network"));
+    assert!(stderr(&o).contains("the network is cyclic"));
+    // gateway: one flow through one router, bounded
+    let o = calc(&[dir.join("gateway.toml").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("tx→rx"), "{}", stdout(&o));
+    // a scenario kind without flows is refused, naming the file
+    let o = calc(&[dir.join("shaped-switch.toml").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("shaped-switch.toml"), "{}", stderr(&o));
+}

@@ -10,7 +10,8 @@
 //! by the others (FIFO: `θ = T + burst/R` member of the FIFO family; arbitrary:
 //! `[β − α_cross]+`). Each flow also keeps a curve of its own: the smaller of its
 //! deconvolution by its own residual, its group's curve and, at a FIFO server,
-//! `α(t + D)` with `D` the aggregate's delay bound.
+//! `α(t + D)` with `D` the aggregate's delay bound; after arbitrary servers, its
+//! source curve deconvolved by the PMOO residual of its path so far.
 //!
 //! What arrived of a set of flows `S` is then bounded by summing, over the bundles,
 //! the bundle's curve when the bundle lies inside `S`, the smaller of the bundle's
@@ -69,16 +70,16 @@ impl Arrivals {
             })
             .collect();
         let n = net.servers.len();
+        let order = order(net).map_err(|cycle| {
+            let names: Vec<String> = cycle.iter().map(|&s| net.servers[s].name.clone()).collect();
+            InputError::general(cycle_message(&names))
+        })?;
         let mut at = vec![Vec::new(); n];
         for (f, p) in paths.iter().enumerate() {
             for &s in p {
                 at[s].push(f);
             }
         }
-        let order = topological(n, &paths).map_err(|cycle| {
-            let names: Vec<String> = cycle.iter().map(|&s| net.servers[s].name.clone()).collect();
-            InputError::general(cycle_message(&names))
-        })?;
         let mut arr = Arrivals {
             servers: net.servers.clone(),
             per_flow: net
@@ -196,6 +197,12 @@ impl Arrivals {
                 let mut out = self.output_of(s, &[f]);
                 if let Some(d) = &self.fifo_delay[s] {
                     out = tighter(out, self.curve_at(f, s).map(|c| c.shift(d)));
+                } else if let Some(h) = self.hop(f, s).filter(|&h| h > 0) {
+                    // through arbitrary servers: the PMOO residual of the path so
+                    // far pays each cross burst once
+                    if let Ok(beta) = super::pmoo::service(self, f, h) {
+                        out = tighter(out, self.per_flow[f][0].deconvolve(&beta));
+                    }
                 }
                 if group.len() > 1 {
                     out = tighter(out, group_out.clone());
@@ -272,6 +279,28 @@ fn tighter(a: Option<Curve>, b: Option<Curve>) -> Option<Curve> {
         (Some(a), Some(b)) => Some(a.min(&b)),
         (a, b) => a.or(b),
     }
+}
+
+/// The servers of `net` in an order every path follows; on a cycle (a flow that
+/// visits a server twice is one), the servers on it or after it.
+pub(crate) fn order(net: &Network) -> Result<Vec<usize>, Vec<usize>> {
+    let index: HashMap<&str, usize> = net
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (s.name.as_str(), k))
+        .collect();
+    let paths: Vec<Vec<usize>> = net
+        .flows
+        .iter()
+        .map(|f| {
+            f.path
+                .iter()
+                .filter_map(|n| index.get(n.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    topological(net.servers.len(), &paths)
 }
 
 /// The servers in an order every path follows; on a cycle, the servers on it.

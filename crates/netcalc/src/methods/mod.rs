@@ -15,7 +15,8 @@
 //! an exact fluid simulation of symmetric bursts.
 
 pub mod arrivals;
-mod pmoo;
+mod cyclic;
+pub(crate) mod pmoo;
 mod sfa;
 mod tfa;
 
@@ -78,7 +79,23 @@ pub type Bound = Result<Q, NoBound>;
 
 /// The bounds of every flow of `net` (in its order) by `method`. The network must
 /// be valid (as [`crate::parse_network`] and [`crate::Admission::new`] check it).
+///
+/// On a cyclic network (servers that depend on each other in a cycle, or a flow
+/// that visits a server twice) the TFA is its fixed point ([`cyclic`]); SFA and PMOO
+/// give no bound there.
 pub fn bounds(net: &Network, method: Method) -> Result<Vec<Bound>, InputError> {
+    if is_cyclic(net) {
+        return match method {
+            Method::Tfa => cyclic::tfa(net),
+            _ => Ok(vec![
+                Err(NoBound::NotApplicable(format!(
+                    "cyclic network ({} needs a feed-forward one)",
+                    method.name().to_uppercase()
+                )));
+                net.flows.len()
+            ]),
+        };
+    }
     let arr = Arrivals::of(net)?;
     Ok(match method {
         Method::Tfa => tfa::bounds(&arr),
@@ -89,8 +106,18 @@ pub fn bounds(net: &Network, method: Method) -> Result<Vec<Bound>, InputError> {
 
 /// The total flow analysis' delay bound of every flow at each hop of its path.
 pub fn tfa_per_hop(net: &Network) -> Result<Vec<Result<Vec<Q>, NoBound>>, InputError> {
+    if is_cyclic(net) {
+        let why = NoBound::NotApplicable("cyclic network".into());
+        return Ok(vec![Err(why); net.flows.len()]);
+    }
     let arr = Arrivals::of(net)?;
     Ok((0..net.flows.len()).map(|f| tfa::hops(&arr, f)).collect())
+}
+
+/// Whether the servers, ordered by the flows' paths, form a cycle (a flow visiting
+/// a server twice is one).
+pub fn is_cyclic(net: &Network) -> bool {
+    arrivals::order(net).is_err()
 }
 
 #[cfg(test)]

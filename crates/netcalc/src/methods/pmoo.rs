@@ -6,9 +6,11 @@
 //! `R = min_k (R_k − Σ_{runs at k} r_j)`,
 //! `T = Σ_k T_k + Σ_runs (b_j + r_j Σ_{k in run} T_k) / R`,
 //!
-//! where `(r_j, b_j)` is the token-bucket envelope of the cross flow's arrival curve
-//! where its run starts (a flow that leaves the path and comes back is a new run
-//! with its arrival curve there). Each cross burst and each latency is paid once.
+//! where `(r_j, b_j)` is the token-bucket envelope of the cross traffic's arrival
+//! curve where its run starts (a flow that leaves the path and comes back is a new
+//! run with its arrival curve there; cross flows with the same run count as one,
+//! bounded together, so a bundle that arrives together pays its bursts once). Each
+//! cross burst and each latency is paid once.
 //! The bound is `h(α, β_{R,T})` with the flow's own arrival curve.
 //!
 //! It needs arbitrary multiplexing at every server of the path (strict service
@@ -23,7 +25,8 @@ pub(super) fn bounds(arr: &Arrivals) -> Vec<Bound> {
     (0..arr.paths.len()).map(|f| flow(arr, f)).collect()
 }
 
-/// A cross flow's stay on the path: positions `from..=to`, and its token bucket.
+/// Cross flows that stay on the path together: positions `from..=to`, the flows,
+/// and their token bucket.
 struct Run {
     from: usize,
     to: usize,
@@ -35,7 +38,17 @@ fn flow(arr: &Arrivals, f: usize) -> Bound {
     if let Some(s) = &arr.unbounded {
         return Err(NoBound::Unbounded(format!("no bound on what leaves {s}")));
     }
-    let path = &arr.paths[f];
+    let last = arr.paths[f].len().saturating_sub(1);
+    let beta = service(arr, f, last)?;
+    delay_bound(&arr.per_flow[f][0], &beta).ok_or_else(|| NoBound::Unbounded("end to end".into()))
+}
+
+/// The PMOO residual service of flow `f` over the first `upto + 1` servers of its
+/// path (each of them under arbitrary multiplexing).
+pub(crate) fn service(arr: &Arrivals, f: usize, upto: usize) -> Result<Service, NoBound> {
+    let path = arr.paths[f]
+        .get(..=upto)
+        .ok_or_else(|| NoBound::NotApplicable("empty path".into()))?;
     if let Some(&s) = path
         .iter()
         .find(|&&s| arr.servers[s].multiplexing != Multiplexing::Arbitrary)
@@ -45,7 +58,7 @@ fn flow(arr: &Arrivals, f: usize) -> Bound {
             "{name} is FIFO (PMOO needs arbitrary multiplexing)"
         )));
     }
-    let runs = runs(arr, f);
+    let runs = runs(arr, f, path);
     let mut rate: Option<Q> = None;
     for (k, &s) in path.iter().enumerate() {
         let cross: Q = runs
@@ -76,44 +89,52 @@ fn flow(arr: &Arrivals, f: usize) -> Bound {
         let paid = &r.burst + &(&r.rate * &latency_of(r.from, r.to));
         latency = &latency + &(&paid / &rate);
     }
-    let beta = Service::rate_latency(rate, latency);
-    delay_bound(&arr.per_flow[f][0], &beta).ok_or_else(|| NoBound::Unbounded("end to end".into()))
+    Ok(Service::rate_latency(rate, latency))
 }
 
-/// Every other flow's runs of consecutive servers on `f`'s path.
-fn runs(arr: &Arrivals, f: usize) -> Vec<Run> {
-    let path = &arr.paths[f];
-    let mut out = Vec::new();
+/// The other flows' runs of consecutive servers on `path` (a prefix of `f`'s),
+/// those with the same run bounded together (what arrives of them where the run
+/// starts, which a bundle that came together bounds better than its members).
+fn runs(arr: &Arrivals, f: usize, path: &[usize]) -> Vec<Run> {
+    let mut spans: Vec<((usize, usize), Vec<usize>)> = Vec::new();
     for (g, gp) in arr.paths.iter().enumerate() {
         if g == f {
             continue;
         }
-        let mut open: Option<(usize, usize, usize)> = None; // (from, to, hop of g at from)
-        for (h, s) in gp.iter().enumerate() {
+        let mut open: Option<(usize, usize)> = None;
+        for s in gp {
             let pos = path.iter().position(|x| x == s);
             open = match (open, pos) {
-                (Some((from, to, gh)), Some(p)) if p == to + 1 => Some((from, p, gh)),
+                (Some((from, to)), Some(p)) if p == to + 1 => Some((from, p)),
                 (prev, p) => {
-                    if let Some(run) = prev {
-                        out.push(close(arr, g, run));
+                    if let Some(span) = prev {
+                        add(&mut spans, span, g);
                     }
-                    p.map(|p| (p, p, h))
+                    p.map(|p| (p, p))
                 }
             };
         }
-        if let Some(run) = open {
-            out.push(close(arr, g, run));
+        if let Some(span) = open {
+            add(&mut spans, span, g);
         }
     }
-    out
+    spans
+        .into_iter()
+        .map(|((from, to), flows)| {
+            let (rate, burst) = arr.subset(path[from], &flows).token_bucket_envelope();
+            Run {
+                from,
+                to,
+                rate,
+                burst,
+            }
+        })
+        .collect()
 }
 
-fn close(arr: &Arrivals, g: usize, (from, to, gh): (usize, usize, usize)) -> Run {
-    let (rate, burst) = arr.per_flow[g][gh].token_bucket_envelope();
-    Run {
-        from,
-        to,
-        rate,
-        burst,
+fn add(spans: &mut Vec<((usize, usize), Vec<usize>)>, span: (usize, usize), g: usize) {
+    match spans.iter_mut().find(|(s, _)| *s == span) {
+        Some((_, flows)) => flows.push(g),
+        None => spans.push((span, vec![g])),
     }
 }

@@ -64,15 +64,49 @@ fn two_flows_through_three_arbitrary_servers() {
     assert_eq!(all(&net, Method::Pmoo), vec![q(250, 3); 2]);
 }
 
+/// A ring of `n` servers; flow `k` starts at server `k` and crosses `len` of them.
+fn ring(n: usize, len: usize, rate: i64) -> Network {
+    let mut net = tandem(n, Multiplexing::Fifo, &[]);
+    net.flows = (0..n)
+        .map(|k| Flow {
+            name: format!("f{k}"),
+            path: (0..len).map(|h| format!("s{}", (k + h) % n)).collect(),
+            rate: i(rate),
+            burst: i(25),
+            peak: None,
+            max_packet: None,
+            deadline: None,
+        })
+        .collect();
+    net
+}
+
 #[test]
-fn a_cycle_is_named() {
-    let mut net = tandem(2, Multiplexing::Fifo, &[(0, 1)]);
-    net.flows[0].path = vec!["s1".into(), "s0".into()];
-    net.flows.push(net.flows[0].clone());
-    net.flows[1].path = vec!["s0".into(), "s1".into()];
-    let err = bounds(&net, Method::Tfa).unwrap_err();
+fn a_ring_gets_the_fixed_point_of_the_tfa() {
+    // D0 = 20 + (25 + 25 + 5 D1)/20 and the same for D1: D0 = D1 = 30
+    let net = ring(2, 2, 5);
+    assert!(is_cyclic(&net));
+    assert_eq!(all(&net, Method::Tfa), vec![i(60); 2]);
+    assert!(matches!(
+        bounds(&net, Method::Sfa).unwrap()[0],
+        Err(NoBound::NotApplicable(_))
+    ));
+    // a flow that loops: s0 s1 s0 s1, alone. D0 = 20 + (25 + (25 + 5 D0 + 5 D1))/20,
+    // D1 = 20 + ((25 + 5 D0) + (25 + 10 D0 + 5 D1))/20: D0 = 60, D1 = 90, and the
+    // flow crosses each twice
+    let mut net = ring(2, 4, 5);
+    net.flows.truncate(1);
+    assert_eq!(all(&net, Method::Tfa), vec![i(300)]);
+}
+
+#[test]
+fn a_diverging_fixed_point_says_so() {
+    // four flows each crossing all four servers of a ring at a quarter of their rate:
+    // every server's delay feeds the others' bursts with a gain of 1.5
+    let net = ring(4, 4, 5);
+    let b = bounds(&net, Method::Tfa).unwrap();
     assert!(
-        err.message.contains("s0") && err.message.contains("s1"),
-        "{err}"
+        matches!(&b[0], Err(NoBound::Unbounded(why)) if why.contains("diverges")),
+        "{b:?}"
     );
 }
