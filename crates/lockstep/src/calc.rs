@@ -174,7 +174,11 @@ fn compute(path: &PathBuf, methods: &[Method]) -> Result<Calc> {
         };
         UsageError(format!("{at}: {}", field_message(&e)))
     };
-    let (net, report) = if is_scenario(&text) {
+    // a scenario's servers are links: their output is line-shaped
+    let opts = methods::Options {
+        line_shaping: is_scenario(&text),
+    };
+    let (net, report) = if opts.line_shaping {
         let net = scenario_network(path)?;
         // a cyclic network (flows that loop) has no per-server analysis
         let report = lockstep_netcalc::Admission::new(&net)
@@ -188,7 +192,7 @@ fn compute(path: &PathBuf, methods: &[Method]) -> Result<Calc> {
     let mut runs = Vec::with_capacity(methods.len());
     for &method in methods {
         let t0 = Instant::now();
-        let bounds = methods::bounds(&net, method).map_err(located)?;
+        let bounds = methods::bounds_with(&net, method, opts).map_err(located)?;
         runs.push(MethodRun {
             method,
             bounds,

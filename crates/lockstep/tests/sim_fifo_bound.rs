@@ -144,6 +144,8 @@ fn a_looping_scenario_has_no_bound_and_says_why() {
     let note = doc["results"]["report"]["runs"][0]["bound_note"]
         .as_str()
         .unwrap_or("");
-    assert!(note.contains("cyclic network"), "{note}");
+    // flows that loop make the network cyclic: the TFA's fixed point is tried, and at
+    // mesh4's load (the ring links 98 % full) it diverges
+    assert!(note.contains("fixed point diverges"), "{note}");
     assert!(flows(&doc).iter().all(|f| f["bound_ns"].is_null()));
 }

@@ -256,6 +256,20 @@ proptest! {
     }
 
     #[test]
+    fn the_fixed_point_is_never_below_the_simulation(s in spec(4, 5, true), shaping in any::<bool>()) {
+        let net = network(&s);
+        prop_assume!(stable(&net));
+        let sim = simulate(&net, &i(1000)).unwrap();
+        let opts = methods::Options { line_shaping: shaping };
+        let bounds = methods::fixed_point_tfa(&net, opts).unwrap();
+        for ((f, b), worst) in net.flows.iter().zip(&bounds).zip(&sim) {
+            if let Ok(b) = b {
+                prop_assert!(worst <= b, "{}: simulated {} > fixed point {}", f.name, worst, b);
+            }
+        }
+    }
+
+    #[test]
     fn methods_are_as_tight_as_the_admission_analyses(s in spec(4, 5, false)) {
         let net = network(&s);
         prop_assume!(stable(&net));

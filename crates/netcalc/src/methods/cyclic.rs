@@ -15,12 +15,13 @@
 //! the method gives no bound, saying so.
 
 use super::{Bound, NoBound};
+use crate::curve::{delay_bound_rate_latency, Curve};
 use crate::model::{InputError, Multiplexing, Network};
 use crate::q::Q;
 
-/// The TFA bound of every flow of a (possibly cyclic) network of FIFO servers.
-pub(super) fn tfa(net: &Network) -> Result<Vec<Bound>, InputError> {
-    let n = net.servers.len();
+/// The TFA bound of every flow of a (possibly cyclic) network of FIFO servers; with
+/// `line_shaping`, each server's output limited to its rate ([`shaped`]).
+pub(super) fn tfa(net: &Network, line_shaping: bool) -> Result<Vec<Bound>, InputError> {
     let index = |name: &str| net.servers.iter().position(|s| s.name == name);
     let mut paths = Vec::with_capacity(net.flows.len());
     for f in &net.flows {
@@ -40,18 +41,24 @@ pub(super) fn tfa(net: &Network) -> Result<Vec<Bound>, InputError> {
         );
         return Ok(vec![Err(NoBound::NotApplicable(why)); net.flows.len()]);
     }
-    let (a, c) = system(net, &paths, n);
-    let d = match solve(a, c) {
-        Some(d) => d,
-        None => {
-            let why = "the fixed point diverges: around the cycle the bursts grow without limit";
-            return Ok(vec![Err(NoBound::Unbounded(why.into())); net.flows.len()]);
-        }
+    if line_shaping {
+        return Ok(shaped(net, &paths));
+    }
+    Ok(affine(net, &paths))
+}
+
+/// The fixed point of the affine system, solved exactly.
+fn affine(net: &Network, paths: &[Vec<usize>]) -> Vec<Bound> {
+    let n = net.servers.len();
+    let (a, c) = system(net, paths, n);
+    let Some(d) = solve(a, c) else {
+        let why = "the fixed point diverges: around the cycle the bursts grow without limit";
+        return vec![Err(NoBound::Unbounded(why.into())); net.flows.len()];
     };
-    Ok(paths
+    paths
         .iter()
         .map(|p| Ok(p.iter().map(|&s| d[s].clone()).sum()))
-        .collect())
+        .collect()
 }
 
 /// `I − A` and `c` of `D = c + A D`.
@@ -108,4 +115,109 @@ fn solve(mut m: Vec<Vec<Q>>, mut c: Vec<Q>) -> Option<Vec<Q>> {
         x[k] = &acc / &m[k][k];
     }
     Some(x)
+}
+
+/// The grid the line-shaped fixed point is rounded up to: 1 ns.
+fn grid() -> Q {
+    Q::ratio(1, 1_000_000_000).unwrap_or_else(Q::one)
+}
+
+/// Iterations after which a line-shaped fixed point that has not settled is given up.
+const MAX_ROUNDS: usize = 100_000;
+
+/// The fixed point when every server is a link: what leaves server `p` towards the
+/// next one is also bounded by `R_p t + M_p` (its rate, and the largest packet of
+/// its flows), so the traffic a server receives from one input is at most
+/// `min(Σ (b + r U + r t), R_p t + M_p)` with `U` the delays upstream of that visit.
+/// The delay bounds are then no longer affine in each other; they are iterated from
+/// 0, each rounded up to the nanosecond: the sequence only grows, and it stops at a
+/// `D` whose bounds `F(D)` are at most `D` — an upper bound of the fixed point the
+/// exact iteration converges to — or gives up after [`MAX_ROUNDS`] rounds or when a
+/// bound passes an hour.
+fn shaped(net: &Network, paths: &[Vec<usize>]) -> Vec<Bound> {
+    let n = net.servers.len();
+    let step = grid();
+    let hour = Q::int(3600);
+    let mut d = vec![Q::zero(); n];
+    for _ in 0..MAX_ROUNDS {
+        let Some(next) = round(net, paths, &d) else {
+            return vec![Err(NoBound::Unbounded("a server is overloaded".into())); paths.len()];
+        };
+        let next: Vec<Q> = next.iter().map(|x| x.ceil_to(&step)).collect();
+        if next.iter().any(|x| x > &hour) {
+            break;
+        }
+        if next == d {
+            return paths
+                .iter()
+                .map(|p| Ok(p.iter().map(|&s| d[s].clone()).sum()))
+                .collect();
+        }
+        d = next;
+    }
+    let why = "the fixed point diverges: around the cycle the bursts grow without limit";
+    vec![Err(NoBound::Unbounded(why.into())); paths.len()]
+}
+
+/// `F(D)`: each server's delay bound given the others' `d`; `None` when a server is
+/// overloaded.
+fn round(net: &Network, paths: &[Vec<usize>], d: &[Q]) -> Option<Vec<Q>> {
+    let n = net.servers.len();
+    // per server, per input (the previous server, or none for a source): the token
+    // buckets that arrive that way
+    let mut inputs: Vec<Vec<(Option<usize>, Q, Q)>> = vec![Vec::new(); n];
+    for (f, p) in net.flows.iter().zip(paths) {
+        let (r, b) = f.arrival_curve().token_bucket_envelope();
+        let mut upstream = Q::zero();
+        for (h, &s) in p.iter().enumerate() {
+            let from = h.checked_sub(1).map(|k| p[k]);
+            let burst = b.add_ref(&r.mul_ref(&upstream));
+            match inputs[s]
+                .iter_mut()
+                .find(|(i, _, _)| *i == from && from.is_some())
+            {
+                Some((_, rr, bb)) => {
+                    *rr = rr.add_ref(&r);
+                    *bb = bb.add_ref(&burst);
+                }
+                None => inputs[s].push((from, r.clone(), burst)),
+            }
+            upstream = upstream.add_ref(&d[s]);
+        }
+    }
+    let largest = largest_packets(net, paths);
+    let mut out = Vec::with_capacity(n);
+    for (s, srv) in net.servers.iter().enumerate() {
+        let curves: Vec<Curve> = inputs[s]
+            .iter()
+            .map(|(from, r, b)| {
+                let tb = Curve::token_bucket(r.clone(), b.clone());
+                match from.and_then(|p| largest[p].as_ref().map(|m| (p, m))) {
+                    Some((p, m)) => {
+                        tb.min(&Curve::token_bucket(net.servers[p].rate.clone(), m.clone()))
+                    }
+                    None => tb,
+                }
+            })
+            .collect();
+        let total = Curve::sum(curves.iter());
+        out.push(delay_bound_rate_latency(&total, &srv.rate, &srv.latency)?);
+    }
+    Some(out)
+}
+
+/// Each server's largest packet (`None` when a flow crossing it has no `max_packet`:
+/// its output is then not line-shaped).
+fn largest_packets(net: &Network, paths: &[Vec<usize>]) -> Vec<Option<Q>> {
+    let mut out: Vec<Option<Option<Q>>> = vec![None; net.servers.len()];
+    for (f, p) in net.flows.iter().zip(paths) {
+        for &s in p {
+            out[s] = Some(match (out[s].take(), &f.max_packet) {
+                (None, m) => m.clone(),
+                (Some(Some(a)), Some(m)) => Some(a.max(m.clone())),
+                (Some(_), _) => None,
+            });
+        }
+    }
+    out.into_iter().map(Option::flatten).collect()
 }

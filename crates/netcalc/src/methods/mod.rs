@@ -84,9 +84,24 @@ pub type Bound = Result<Q, NoBound>;
 /// that visits a server twice) the TFA is its fixed point ([`cyclic`]); SFA and PMOO
 /// give no bound there.
 pub fn bounds(net: &Network, method: Method) -> Result<Vec<Bound>, InputError> {
+    bounds_with(net, method, Options::default())
+}
+
+/// What a network file does not say about its servers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Every server is a link of its rate sending whole packets (at most the largest
+    /// `max_packet` of its flows): what leaves it is also bounded by `R t + M`. Used
+    /// by the TFA of cyclic networks, where it keeps bursts from growing around the
+    /// cycle.
+    pub line_shaping: bool,
+}
+
+/// [`bounds`] with [`Options`].
+pub fn bounds_with(net: &Network, method: Method, opts: Options) -> Result<Vec<Bound>, InputError> {
     if is_cyclic(net) {
         return match method {
-            Method::Tfa => cyclic::tfa(net),
+            Method::Tfa => cyclic::tfa(net, opts.line_shaping),
             _ => Ok(vec![
                 Err(NoBound::NotApplicable(format!(
                     "cyclic network ({} needs a feed-forward one)",
@@ -112,6 +127,13 @@ pub fn tfa_per_hop(net: &Network) -> Result<Vec<Result<Vec<Q>, NoBound>>, InputE
     }
     let arr = Arrivals::of(net)?;
     Ok((0..net.flows.len()).map(|f| tfa::hops(&arr, f)).collect())
+}
+
+/// The total flow analysis by its fixed point (what cyclic networks get), on any
+/// network of FIFO servers: what the property tests check against the simulation on
+/// feed-forward ones.
+pub fn fixed_point_tfa(net: &Network, opts: Options) -> Result<Vec<Bound>, InputError> {
+    cyclic::tfa(net, opts.line_shaping)
 }
 
 /// Whether the servers, ordered by the flows' paths, form a cycle (a flow visiting
