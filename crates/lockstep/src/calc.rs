@@ -186,8 +186,17 @@ fn compute(path: &PathBuf, methods: &[Method]) -> Result<Calc> {
             .map(|a| a.snapshot());
         (net, report)
     } else {
-        let adm = lockstep_netcalc::load(&text).map_err(located)?;
-        (adm.network(), Some(adm.snapshot()))
+        let net = lockstep_netcalc::parse_network(&text).map_err(located)?;
+        if methods::is_cyclic(&net) {
+            // only the TFA's fixed point applies; no per-server analysis
+            (
+                lockstep_netcalc::parse_cyclic(&text).map_err(located)?,
+                None,
+            )
+        } else {
+            let adm = lockstep_netcalc::load(&text).map_err(located)?;
+            (adm.network(), Some(adm.snapshot()))
+        }
     };
     let mut runs = Vec::with_capacity(methods.len());
     for &method in methods {

@@ -248,15 +248,52 @@ fn bad_input_exits_2_naming_file_line_and_field() {
         bad("overload.toml", &overload),
         "lockstep: FILE:9: server[1] \"s1\".rate: the flows through \"s1\" need 170 Mbit/s in sum, more than its rate 160 Mbit/s (unstable): f0 40 Mbit/s, f1 130 Mbit/s\n"
     );
-    let cyclic = format!(
-        "{TWO_HOPS}\n[[flow]]\nname = \"back\"\npath = [\"s1\", \"s0\"]\nrate = \"1Mbit/s\"\nburst = \"1500B\"\n"
-    );
-    assert_eq!(
-        bad("cycle.toml", &cyclic),
-        "lockstep: FILE:24: flow[1] \"back\".path: cyclic network: s0 → s1 → s0 (out of scope)\n"
-    );
     let e = bad("syntax.toml", "[[server]\nname = \"s0\"\n");
     assert!(e.starts_with("lockstep: FILE:1: "), "{e}");
+}
+
+#[test]
+fn a_cyclic_network_gets_the_fixed_point_of_the_tfa() {
+    let ring = r#"[[server]]
+name = "s0"
+rate = "20Mbit/s"
+latency = "20us"
+
+[[server]]
+name = "s1"
+rate = "20Mbit/s"
+latency = "20us"
+
+[[flow]]
+name = "f0"
+path = ["s0", "s1"]
+rate = "5Mbit/s"
+burst = "25bit"
+
+[[flow]]
+name = "f1"
+path = ["s1", "s0"]
+rate = "5Mbit/s"
+burst = "25bit"
+"#;
+    // D0 = 20 + (25 + 25 + 5 D1)/20 = D1: 30 us at each, 60 us end to end
+    let p = network("ring.toml", ring);
+    let o = calc(&[p.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["results"]["flows"][0]["tfa"]["exact"], "60");
+    assert_eq!(doc["results"]["flows"][1]["best"], "tfa");
+    assert_eq!(doc["results"]["servers"], Value::Array(vec![]));
+    // a loop is a cycle too; an overload counts every visit
+    let looped = ring.replace(
+        "path = [\"s1\", \"s0\"]",
+        "path = [\"s1\", \"s0\", \"s1\", \"s0\"]",
+    );
+    let o = calc(&[network("loop.toml", &looped).to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let heavy = looped.replace("rate = \"5Mbit/s\"", "rate = \"9Mbit/s\"");
+    let e = bad("heavy.toml", &heavy);
+    assert!(e.contains("need 27 Mbit/s in sum"), "{e}");
 }
 
 #[test]

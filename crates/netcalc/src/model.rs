@@ -210,6 +210,17 @@ pub(crate) fn check_flow(
     servers: &HashMap<String, usize>,
     field: &dyn Fn(&str) -> Field,
 ) -> Result<Vec<usize>, InputError> {
+    check_flow_path(f, servers, field, false)
+}
+
+/// [`check_flow`], with paths that visit a server more than once allowed when
+/// `loops` (a cyclic network, which only the fixed point of the TFA analyses).
+pub(crate) fn check_flow_path(
+    f: &Flow,
+    servers: &HashMap<String, usize>,
+    field: &dyn Fn(&str) -> Field,
+    loops: bool,
+) -> Result<Vec<usize>, InputError> {
     if f.name.is_empty() {
         return Err(InputError::at(field("name"), "must not be empty"));
     }
@@ -228,7 +239,7 @@ pub(crate) fn check_flow(
                 format!("unknown server \"{s}\""),
             ));
         };
-        if !seen.insert(idx) {
+        if !seen.insert(idx) && !loops {
             return Err(InputError::at(
                 field("path").element(i),
                 format!("server \"{s}\" appears twice: a path that loops is a cyclic network (out of scope)"),
@@ -310,4 +321,48 @@ pub(crate) fn overload_message(server: &Server, load: &Q, flows: &[(&str, &Q)]) 
 /// `s1 → s2 → s1 (out of scope)`.
 pub(crate) fn cycle_message(names: &[String]) -> String {
     format!("cyclic network: {} (out of scope)", names.join(" → "))
+}
+
+/// Checks a network that may be cyclic: every server and flow as [`check_flow`]
+/// does (paths may loop), unique names, and each server's load — every visit of a
+/// flow counts — within its rate. What the cycle check of the feed-forward analyses
+/// leaves out.
+pub fn check_cyclic(net: &Network) -> Result<(), InputError> {
+    let mut index = HashMap::new();
+    for (i, s) in net.servers.iter().enumerate() {
+        let field = |k: &str| Field::new("server", Some(i), Some(&s.name)).key(k);
+        check_server(s, &field)?;
+        if index.insert(s.name.clone(), i).is_some() {
+            return Err(InputError::at(
+                field("name"),
+                format!("a server named \"{}\" is already defined", s.name),
+            ));
+        }
+    }
+    let mut load = vec![Q::zero(); net.servers.len()];
+    let mut members: Vec<Vec<(&str, &Q)>> = vec![Vec::new(); net.servers.len()];
+    let mut names = HashSet::new();
+    for (i, f) in net.flows.iter().enumerate() {
+        let field = |k: &str| Field::new("flow", Some(i), Some(&f.name)).key(k);
+        let path = check_flow_path(f, &index, &field, true)?;
+        if !names.insert(f.name.as_str()) {
+            return Err(InputError::at(
+                field("name"),
+                format!("a flow named \"{}\" is already defined", f.name),
+            ));
+        }
+        for s in path {
+            load[s] = load[s].add_ref(&f.rate);
+            members[s].push((f.name.as_str(), &f.rate));
+        }
+    }
+    for (j, s) in net.servers.iter().enumerate() {
+        if load[j] > s.rate {
+            return Err(InputError::at(
+                Field::new("server", Some(j), Some(&s.name)).key("rate"),
+                overload_message(s, &load[j], &members[j]),
+            ));
+        }
+    }
+    Ok(())
 }

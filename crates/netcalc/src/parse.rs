@@ -110,6 +110,14 @@ pub fn parse_network(text: &str) -> Result<Network, InputError> {
 }
 
 /// Parses and validates a network file: the admission state with every bound.
+/// Parses a network that may be cyclic and checks it ([`crate::model::check_cyclic`]),
+/// errors located in `text`.
+pub fn parse_cyclic(text: &str) -> Result<Network, InputError> {
+    let net = parse_network(text)?;
+    crate::model::check_cyclic(&net).map_err(|e| locate(text, e))?;
+    Ok(net)
+}
+
 pub fn load(text: &str) -> Result<Admission, InputError> {
     let net = parse_network(text)?;
     Admission::new(&net).map_err(|e| locate(text, e))
