@@ -33,7 +33,8 @@ pub struct CalcArgs {
     #[arg(value_name = "NETWORK.toml", required = true)]
     pub networks: Vec<PathBuf>,
     /// Which analysis: total flow (tfa), separated flow (sfa), pay multiplexing only
-    /// once (pmoo, arbitrary multiplexing only), or all of them side by side.
+    /// once (pmoo, arbitrary multiplexing only), the linear program over a FIFO path's
+    /// instants (lp), or all of them side by side.
     #[arg(long, value_enum, default_value_t = MethodArg::All)]
     pub method: MethodArg,
     /// Print the JSON document on stdout (the table goes to stderr); an array of
@@ -47,6 +48,7 @@ pub enum MethodArg {
     Tfa,
     Sfa,
     Pmoo,
+    Lp,
     All,
 }
 
@@ -56,6 +58,7 @@ impl MethodArg {
             MethodArg::Tfa => vec![Method::Tfa],
             MethodArg::Sfa => vec![Method::Sfa],
             MethodArg::Pmoo => vec![Method::Pmoo],
+            MethodArg::Lp => vec![Method::Lp],
             MethodArg::All => Method::ALL.to_vec(),
         }
     }
@@ -463,6 +466,14 @@ fn human(c: &Calc) -> String {
         .collect();
     for n in notes {
         let _ = writeln!(out, "  {n}");
+    }
+    if c.runs.iter().any(|r| r.method == Method::Lp) {
+        let _ = writeln!(
+            out,
+            "  LP: solved in floating point, each bound raised by a relative {:e} and rounded up to {} ps",
+            methods::lp::MARGIN,
+            methods::lp::GRID_PS
+        );
     }
     match &c.report {
         Some(r) => out.push_str(&servers_text(r)),

@@ -114,6 +114,7 @@ fn two_hops_under_fifo_then_arbitrary_multiplexing() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
     let f = &doc["results"]["flows"][0];
+    assert_eq!(f["lp"], Value::Null);
     // Alone on both servers (160 Mbit/s = 20 B/us, T = 20 us): T-SPEC (C = 12.5 B/us,
     // M = b = 25 B) is a token bucket (5 B/us, 25 B). Hop 1: 20 + 25/20 = 21.25 us.
     // It leaves hop 1 as α ⊘ β = (5, 25 + 5·20) = (5, 125), so hop 2 waits at most
@@ -142,7 +143,7 @@ fn one_column_per_method_and_their_run_times() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("TFA") && out.contains("SFA") && out.contains("PMOO"),
+        out.contains("TFA") && out.contains("SFA") && out.contains("PMOO") && out.contains("LP"),
         "{out}"
     );
     assert!(out.contains("run time: TFA "), "{out}");
@@ -155,8 +156,15 @@ fn one_column_per_method_and_their_run_times() {
     assert_eq!(f["best"], "pmoo");
     assert!(f.get("tfa").is_none());
     assert!(doc["results"]["method_time_us"]["pmoo"].is_number());
-    let o = calc(&[p.to_str().unwrap(), "--method", "lp"]);
+    let o = calc(&[p.to_str().unwrap(), "--method", "nope"]);
     assert_eq!(o.status.code(), Some(2));
+    // the LP covers FIFO paths only, and says so
+    let o = calc(&[p.to_str().unwrap(), "--method", "lp", "--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let why = doc["results"]["flows"][0]["no_bound"]["lp"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("not FIFO"), "{why}");
     // several files: one table each, an array of documents
     let o = calc(&[p.to_str().unwrap(), example().to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -256,6 +256,19 @@ proptest! {
     }
 
     #[test]
+    fn the_lp_is_never_below_the_simulation(s in spec(4, 5, true)) {
+        let net = network(&s);
+        prop_assume!(stable(&net));
+        let sim = simulate(&net, &i(1000)).unwrap();
+        let bounds = methods::bounds(&net, Method::Lp).unwrap();
+        for ((f, b), worst) in net.flows.iter().zip(&bounds).zip(&sim) {
+            if let Ok(b) = b {
+                prop_assert!(worst <= b, "{}: simulated {} > LP {}", f.name, worst, b);
+            }
+        }
+    }
+
+    #[test]
     fn the_fixed_point_is_never_below_the_simulation(s in spec(4, 5, true), shaping in any::<bool>()) {
         let net = network(&s);
         prop_assume!(stable(&net));

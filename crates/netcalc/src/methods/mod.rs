@@ -16,6 +16,7 @@
 
 pub mod arrivals;
 mod cyclic;
+pub mod lp;
 pub(crate) mod pmoo;
 mod sfa;
 mod tfa;
@@ -36,10 +37,13 @@ pub enum Method {
     /// Pay multiplexing only once: one residual service for the whole path, each
     /// cross flow's burst paid once (arbitrary multiplexing).
     Pmoo,
+    /// A linear program over the instants FIFO and the service curves relate along
+    /// the path (FIFO paths; floating point, rounded up).
+    Lp,
 }
 
 impl Method {
-    pub const ALL: [Method; 3] = [Method::Tfa, Method::Sfa, Method::Pmoo];
+    pub const ALL: [Method; 4] = [Method::Tfa, Method::Sfa, Method::Pmoo, Method::Lp];
 
     /// `tfa`, `sfa`, `pmoo`.
     pub fn name(self) -> &'static str {
@@ -47,6 +51,7 @@ impl Method {
             Method::Tfa => "tfa",
             Method::Sfa => "sfa",
             Method::Pmoo => "pmoo",
+            Method::Lp => "lp",
         }
     }
 
@@ -116,6 +121,7 @@ pub fn bounds_with(net: &Network, method: Method, opts: Options) -> Result<Vec<B
         Method::Tfa => tfa::bounds(&arr),
         Method::Sfa => sfa::bounds(&arr),
         Method::Pmoo => pmoo::bounds(&arr),
+        Method::Lp => lp::bounds(&arr),
     })
 }
 

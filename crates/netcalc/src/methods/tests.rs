@@ -139,3 +139,18 @@ fn line_shaping_keeps_a_busier_ring_bounded_and_never_loosens() {
     let b = bounds_with(&net, Method::Tfa, opts).unwrap();
     assert!(b[0].is_ok(), "{b:?}");
 }
+
+#[test]
+fn the_lp_on_two_flows_through_three_fifo_servers() {
+    // valid (at least the 60 + 50/20 = 62.5 the aggregate can reach) and rounded up
+    // to the picosecond: not tighter here than the SFA's aggregate
+    let net = tandem(3, Multiplexing::Fifo, &[(0, 2), (0, 2)]);
+    let b = all(&net, Method::Lp);
+    assert!(b[0] >= q(125, 2), "{}", b[0]);
+    assert!(b[0] <= q(6438, 100), "{}", b[0]);
+    let arb = tandem(3, Multiplexing::Arbitrary, &[(0, 2), (0, 2)]);
+    assert!(matches!(
+        bounds(&arb, Method::Lp).unwrap()[0],
+        Err(NoBound::NotApplicable(_))
+    ));
+}
