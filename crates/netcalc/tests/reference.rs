@@ -395,7 +395,7 @@ fn lockstep_best_is_at_most_dnc_published() {
     let mut rows = 0;
     // Printed at once at the end, so that other tests' output cannot interleave.
     let mut table = String::from(
-        "REF\tcase\tflow\tmethod\tDNC (us)\tlockstep same method (us)\tlockstep best (us)\tok\n",
+        "REF\tcase\tflow\tmethod\tDNC (us)\tlockstep same method (us)\tlockstep best (us)\tok\tbest by\n",
     );
     for case in CASES {
         let net = load(case.file);
@@ -424,11 +424,12 @@ fn lockstep_best_is_at_most_dnc_published() {
                 .find(|(m, _)| *m == method)
                 .expect("every method computed")
                 .1[i];
-            let best = by_method
+            let best_of = by_method
                 .iter()
-                .filter_map(|(_, b)| b[i].as_ref().ok())
-                .map(us)
-                .min();
+                .filter_map(|(m, b)| b[i].as_ref().ok().map(|q| (us(q), *m)))
+                .min_by(|a, b| a.0.cmp(&b.0));
+            let best = best_of.as_ref().map(|(q, _)| q.clone());
+            let best_method = best_of.map_or("-", |(_, m)| m.name());
             let published = dnc.q();
             let ok = match (&best, &published) {
                 (_, None) => true,
@@ -436,7 +437,7 @@ fn lockstep_best_is_at_most_dnc_published() {
                 (None, Some(_)) => false,
             };
             table += &format!(
-                "REF\t{}\t{flow}\t{}\t{}\t{}\t{}\t{}\n",
+                "REF\t{}\t{flow}\t{}\t{}\t{}\t{}\t{}\t{best_method}\n",
                 case.dnc,
                 method.name(),
                 show(published.as_ref()),
