@@ -36,6 +36,18 @@ impl Pl {
         Pl { pts, tail }
     }
 
+    /// [`Pl::greedy`] starting at `start` instead of 0 (silent before): still a
+    /// trajectory its arrival curve allows.
+    pub fn greedy_from(alpha: &Curve, line_rate: &Q, start: &Q) -> Pl {
+        let g = Pl::greedy(alpha, line_rate);
+        if !start.is_positive() {
+            return g;
+        }
+        let mut pts = vec![(Q::zero(), Q::zero())];
+        pts.extend(g.pts.iter().map(|(t, y)| (t + start, y.clone())));
+        Pl { pts, tail: g.tail }
+    }
+
     pub fn zero() -> Pl {
         Pl {
             pts: vec![(Q::zero(), Q::zero())],
@@ -291,6 +303,13 @@ impl Pl {
 /// Worst delay each flow sees in the symmetric-burst trajectory, by flow index; `None`
 /// when the network has a non-FIFO server, a cycle or an unknown server.
 pub fn simulate(net: &Network, line_rate: &Q) -> Option<Vec<Q>> {
+    simulate_from(net, line_rate, &vec![Q::zero(); net.flows.len()])
+}
+
+/// [`simulate`] with each flow's greedy burst starting at its own time (`starts`, by
+/// flow index; silent before): other trajectories the arrival curves allow, some
+/// worse than the symmetric one, for testing bounds against.
+pub fn simulate_from(net: &Network, line_rate: &Q, starts: &[Q]) -> Option<Vec<Q>> {
     if net
         .servers
         .iter()
@@ -323,7 +342,11 @@ pub fn simulate(net: &Network, line_rate: &Q) -> Option<Vec<Q>> {
     let sources: Vec<Pl> = net
         .flows
         .iter()
-        .map(|f| Pl::greedy(&f.arrival_curve(), line_rate))
+        .enumerate()
+        .map(|(k, f)| {
+            let start = starts.get(k).cloned().unwrap_or_else(Q::zero);
+            Pl::greedy_from(&f.arrival_curve(), line_rate, &start)
+        })
         .collect();
     let mut current: Vec<Pl> = sources.clone();
     for j in order {
