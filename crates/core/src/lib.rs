@@ -30,6 +30,7 @@ pub mod audit;
 pub mod frame;
 pub mod margin;
 pub mod measure;
+pub mod names;
 pub mod net;
 pub mod sched;
 pub mod shaper;

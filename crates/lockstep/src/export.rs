@@ -363,6 +363,8 @@ fn check_flow(i: usize, raw: &RawFlow) -> Result<FlowSpec, FieldError> {
     if raw.name.trim().is_empty() {
         return Err(bad(format!("{at}.name"), "must not be empty"));
     }
+    // names go into the script's comments and the JSON: one safe set
+    lockstep_core::names::check(raw.name.trim()).map_err(|m| bad(format!("{at}.name"), m))?;
     let dev = check_dev(format!("{at}.dev"), &raw.dev)?;
     let r = rate(format!("{at}.rate"), &raw.rate)?;
     let burst = size(format!("{at}.burst"), &raw.burst)?;
@@ -1489,6 +1491,11 @@ burst = "51514B"
                 "name = \"c\"",
                 "name = \" \"",
                 "flow[0].name: must not be empty",
+            ),
+            (
+                "name = \"c\"",
+                "name = \"c\\nreboot\"",
+                "flow[0].name: \"c\\nreboot\" is not a name",
             ),
             (
                 "burst = \"51514B\"",

@@ -307,6 +307,9 @@ fn reader<'c, 'a, 'i>(
         name: None,
     };
     let name = r.string("name")?.ok_or_else(|| r.missing("name"))?;
+    if let Err(m) = lockstep_core::names::check(&name.0) {
+        return Err(ctx.err(Some(name.1), Some(r.field("name")), m));
+    }
     r.name = Some(name.0);
     Ok(r)
 }

@@ -80,6 +80,10 @@ fn errors_name_line_and_field() {
         "line 13: flow[0] \"f0\".max_packet: required with a peak rate (the M of the T-SPEC (C, M, r, b))"
     );
     assert_eq!(
+        err(&NET.replace("name = \"f0\"", "name = \"f0 ; reboot\"")),
+        "line 14: flow[0].name: \"f0 ; reboot\" is not a name (1 to 128 of letters, digits, _ - . :, not starting with . or -)"
+    );
+    assert_eq!(
         err(&NET.replace("name = \"s1\"", "name = \"s0\"")),
         "line 8: server[1] \"s0\".name: a server named \"s0\" is already defined"
     );

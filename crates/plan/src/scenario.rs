@@ -897,6 +897,10 @@ impl Scenario {
         if name.is_empty() {
             return Err(c.err(&sc.name, "scenario.name", "must not be empty"));
         }
+        // the name goes into result directory names
+        if let Err(m) = lockstep_core::names::check(&name) {
+            return Err(c.err(&sc.name, "scenario.name", m));
+        }
         let tf_loc = Loc::new(&sc.tf, "scenario.tf");
         let tf_texts = sc.tf.get_ref().clone().into_vec();
         if tf_texts.is_empty() {
@@ -1434,6 +1438,9 @@ impl Scenario {
             let name = fl.name.get_ref().trim().to_string();
             if name.is_empty() {
                 return Err(c.err(&fl.name, &f("name"), "must not be empty"));
+            }
+            if let Err(m) = lockstep_core::names::check(&name) {
+                return Err(c.err(&fl.name, &f("name"), m));
             }
             if let Some(o) = flows.iter().find(|o| o.name == name) {
                 let (line, _) = src.line_col(o.loc.span.start);

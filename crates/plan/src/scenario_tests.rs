@@ -124,6 +124,21 @@ fn missing_fields_and_wrong_types() {
 }
 
 #[test]
+fn names_are_from_the_one_safe_set() {
+    // a scenario's name becomes a result directory's: no way out of it
+    let e = err(&edit("name = \"t\"", "name = \"../../x\""));
+    assert!(
+        e.starts_with("t.toml:2:8: scenario.name: \"../../x\" is not a name"),
+        "{e}"
+    );
+    let e = err(&edit("name = \"f\"", "name = \"f\\nrm -rf /\""));
+    assert!(
+        e.contains("flow[0].name: \"f\\nrm -rf /\" is not a name"),
+        "{e}"
+    );
+}
+
+#[test]
 fn bad_values_name_the_field() {
     assert_eq!(
         err(&edit("k = 4", "k = 0")),

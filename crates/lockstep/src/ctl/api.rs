@@ -265,21 +265,9 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Names of flows and senders: letters, digits and `_ - . :`, at most 128.
+/// Names of flows and senders: the one name set ([`lockstep_core::names`]).
 pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::field(
-            field,
-            format!("\"{name}\" is not a name (1 to 128 of letters, digits, _ - . :)"),
-        ))
-    }
+    lockstep_core::names::check(name).map_err(|m| ApiError::field(field, m))
 }
 
 pub const FLOW_KEYS: &[&str] = &[
