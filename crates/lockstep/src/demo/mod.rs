@@ -38,7 +38,7 @@ pub struct DemoArgs {
     #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
     pub duration: Option<Duration>,
     /// Traffic time of each live run (default: long enough for 1200 packets per flow
-    /// at the chosen scale).
+    /// at the chosen scale, at most 90s).
     #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
     pub live_duration: Option<Duration>,
     /// Time scale of the live run (1 = the paper's timing: TF 250us, 100 Mb/s links);
@@ -59,8 +59,11 @@ pub struct DemoArgs {
     pub quiet: bool,
 }
 
-/// Packets per flow the default live run is long enough for.
+/// Packets per flow the default live run is long enough for...
 const LIVE_PACKETS: u64 = 1200;
+/// ...unless that takes longer than this per mode (at large time scales flows send
+/// a few packets a second): then fewer packets, stated in the output.
+const LIVE_MAX_SECS: u64 = 90;
 
 /// Where the text goes: stdout, or stderr when stdout carries the document; on a
 /// terminal the FIFO/TDP ratios are coloured by which did better.
@@ -247,7 +250,7 @@ fn live_duration(s: &Scenario, args: &DemoArgs, scale: u32) -> Duration {
         .unwrap_or(800_000)
         / u64::from(scale.max(1));
     let secs = (LIVE_PACKETS * 1000).div_ceil(pps.max(1));
-    Duration::from_secs(secs.max(10) as i64)
+    Duration::from_secs(secs.clamp(10, LIVE_MAX_SECS) as i64)
 }
 
 fn sim_part(
@@ -345,4 +348,33 @@ fn demo_doc(
         .collect();
     doc.insert("parts", dirs);
     Ok(serde_json::to_string_pretty(&doc)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_runs_are_long_enough_but_never_long() {
+        let s = Scenario::parse("mesh4.toml", crate::lab::MESH4).unwrap();
+        let args = DemoArgs {
+            duration: None,
+            live_duration: None,
+            scale: None,
+            no_live: false,
+            json: false,
+            output: None,
+            quiet: true,
+        };
+        // 800 packets/s per flow divided by the scale, 1200 packets, 10 to 90 s
+        assert_eq!(live_duration(&s, &args, 1), Duration::from_secs(10));
+        assert_eq!(live_duration(&s, &args, 20), Duration::from_secs(30));
+        assert_eq!(live_duration(&s, &args, 50), Duration::from_secs(75));
+        assert_eq!(live_duration(&s, &args, 200), Duration::from_secs(90));
+        let asked = DemoArgs {
+            live_duration: Some(Duration::from_secs(500)),
+            ..args
+        };
+        assert_eq!(live_duration(&s, &asked, 200), Duration::from_secs(500));
+    }
 }
