@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use crate::curve::{backlog_bound_rate_latency, delay_bound, fifo_aggregate, Curve, Service};
 use crate::fifo::{fifo_port, FifoPort, PortFlow};
 use crate::model::{
-    check_flow, check_server, cycle_message, overload_message, Field, Flow, InputError,
+    check_flow, check_servers, cycle_message, overload_message, Field, Flow, InputError,
     Multiplexing, Network, Server,
 };
 use crate::q::Q;
@@ -310,17 +310,7 @@ impl Admission {
     /// [`Admission::new`] with propagated delays rounded up to `grid` from the start
     /// (see [`Admission::set_propagation_grid`]).
     pub fn with_grid(net: &Network, grid: Option<Q>) -> Result<Admission, InputError> {
-        let mut server_index = HashMap::new();
-        for (i, s) in net.servers.iter().enumerate() {
-            let field = |k: &str| Field::new("server", Some(i), Some(&s.name)).key(k);
-            check_server(s, &field)?;
-            if server_index.insert(s.name.clone(), i).is_some() {
-                return Err(InputError::at(
-                    field("name"),
-                    format!("a server named \"{}\" is already defined", s.name),
-                ));
-            }
-        }
+        let server_index = check_servers(&net.servers)?;
         let mut adm = Admission {
             servers: net.servers.clone(),
             server_index,

@@ -323,13 +323,10 @@ pub(crate) fn cycle_message(names: &[String]) -> String {
     format!("cyclic network: {} (out of scope)", names.join(" → "))
 }
 
-/// Checks a network that may be cyclic: every server and flow as [`check_flow`]
-/// does (paths may loop), unique names, and each server's load — every visit of a
-/// flow counts — within its rate. What the cycle check of the feed-forward analyses
-/// leaves out.
-pub fn check_cyclic(net: &Network) -> Result<(), InputError> {
+/// Checks every server on its own and that names are unique; the servers by name.
+pub(crate) fn check_servers(servers: &[Server]) -> Result<HashMap<String, usize>, InputError> {
     let mut index = HashMap::new();
-    for (i, s) in net.servers.iter().enumerate() {
+    for (i, s) in servers.iter().enumerate() {
         let field = |k: &str| Field::new("server", Some(i), Some(&s.name)).key(k);
         check_server(s, &field)?;
         if index.insert(s.name.clone(), i).is_some() {
@@ -339,6 +336,15 @@ pub fn check_cyclic(net: &Network) -> Result<(), InputError> {
             ));
         }
     }
+    Ok(index)
+}
+
+/// Checks a network that may be cyclic: every server and flow as [`check_flow`]
+/// does (paths may loop), unique names, and each server's load — every visit of a
+/// flow counts — within its rate. What the cycle check of the feed-forward analyses
+/// leaves out.
+pub fn check_cyclic(net: &Network) -> Result<(), InputError> {
+    let index = check_servers(&net.servers)?;
     let mut load = vec![Q::zero(); net.servers.len()];
     let mut members: Vec<Vec<(&str, &Q)>> = vec![Vec::new(); net.servers.len()];
     let mut names = HashSet::new();

@@ -53,24 +53,9 @@ impl Arrivals {
     /// Propagates the flows' arrival curves through `net` (a valid network; a cycle
     /// is an error naming it).
     pub fn of(net: &Network) -> Result<Arrivals, InputError> {
-        let index: HashMap<&str, usize> = net
-            .servers
-            .iter()
-            .enumerate()
-            .map(|(k, s)| (s.name.as_str(), k))
-            .collect();
-        let paths: Vec<Vec<usize>> = net
-            .flows
-            .iter()
-            .map(|f| {
-                f.path
-                    .iter()
-                    .filter_map(|n| index.get(n.as_str()).copied())
-                    .collect()
-            })
-            .collect();
+        let paths = paths(net);
         let n = net.servers.len();
-        let order = order(net).map_err(|cycle| {
+        let order = topological(n, &paths).map_err(|cycle| {
             let names: Vec<String> = cycle.iter().map(|&s| net.servers[s].name.clone()).collect();
             InputError::general(cycle_message(&names))
         })?;
@@ -284,14 +269,18 @@ fn tighter(a: Option<Curve>, b: Option<Curve>) -> Option<Curve> {
 /// The servers of `net` in an order every path follows; on a cycle (a flow that
 /// visits a server twice is one), the servers on it or after it.
 pub(crate) fn order(net: &Network) -> Result<Vec<usize>, Vec<usize>> {
+    topological(net.servers.len(), &paths(net))
+}
+
+/// Each flow's path as server indices (unknown names left out).
+fn paths(net: &Network) -> Vec<Vec<usize>> {
     let index: HashMap<&str, usize> = net
         .servers
         .iter()
         .enumerate()
         .map(|(k, s)| (s.name.as_str(), k))
         .collect();
-    let paths: Vec<Vec<usize>> = net
-        .flows
+    net.flows
         .iter()
         .map(|f| {
             f.path
@@ -299,8 +288,7 @@ pub(crate) fn order(net: &Network) -> Result<Vec<usize>, Vec<usize>> {
                 .filter_map(|n| index.get(n.as_str()).copied())
                 .collect()
         })
-        .collect();
-    topological(net.servers.len(), &paths)
+        .collect()
 }
 
 /// The servers in an order every path follows; on a cycle, the servers on it.
