@@ -467,7 +467,11 @@ fn human(c: &Calc) -> String {
     for n in notes {
         let _ = writeln!(out, "  {n}");
     }
-    if c.runs.iter().any(|r| r.method == Method::Lp) {
+    let lp_bounded = c
+        .runs
+        .iter()
+        .any(|r| r.method == Method::Lp && r.bounds.iter().any(Result::is_ok));
+    if lp_bounded {
         let _ = writeln!(
             out,
             "  LP: solved in floating point, each bound raised by a relative {:e} and rounded up to {} ps",
