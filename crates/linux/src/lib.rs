@@ -25,6 +25,8 @@
 //! - [`rusage`]: CPU time used by the process or thread (`getrusage`), for the CPU
 //!   cost of shaping.
 //! - [`signal`]: Ctrl-C / SIGTERM as a stop flag a run checks between samples.
+//! - [`lockfile`]: an exclusive lock on a file for a process's life (one controller
+//!   per database), naming the holder.
 //! - [`tracefs`]: finding or mounting tracefs, writing trace markers and freezing the
 //!   trace when a threshold is crossed (like `cyclictest -b`).
 //! - [`packet`]: AF_PACKET raw sockets for the user-space router: batched
@@ -56,6 +58,7 @@ pub mod cmd;
 pub mod ethtool;
 pub mod host;
 pub mod iface;
+pub mod lockfile;
 pub mod netns;
 pub mod packet;
 pub mod poll;

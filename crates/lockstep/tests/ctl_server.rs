@@ -554,6 +554,34 @@ fn tdp_frames_and_node_schedules() {
 fn malformed_requests_are_400_naming_the_field() {
     let dir = TempDir::new("malformed");
     let s = Server::start(&dir, false);
+    // a key given twice: which would count?
+    let (code, body) = post(
+        &s,
+        "/flows",
+        r#"{"name": "f", "name": "g", "path": ["s0"], "rate": "1Mbit/s", "burst": "25B"}"#,
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"name\" is given twice"),
+        "{body}"
+    );
+    // too large a body: 413, in JSON like every other error
+    let (code, body) = post(
+        &s,
+        "/flows",
+        &format!("{{\"name\": \"{}\"}}", "x".repeat(100_000)),
+    );
+    assert_eq!(code, 413, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 64 KiB"),
+        "{body}"
+    );
     let cases = [
         (
             r#"{"name": "f", "path": ["s0"], "rate": 40, "burst": "25B"}"#,
@@ -785,4 +813,48 @@ fn bad_start_options() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:3: server[0] \"s0\".rate"), "{err}");
+}
+
+#[test]
+fn one_server_per_database_and_its_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("onedb");
+    let s = Server::start(&dir, false);
+    let serve_again = |token: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["ctl", "serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(dir.path("ctl.db"))
+            .arg("--network")
+            .arg(dir.path("net.toml"));
+        if let Some(t) = token {
+            cmd.arg("--token-file").arg(dir.path(t));
+        }
+        cmd.stdin(Stdio::null()).output().unwrap()
+    };
+    // a second controller on the same database would admit what the first already
+    // has: it exits 3 naming the holder
+    let out = serve_again(None);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is locked by another process (PID ") && err.contains("ctl.db"),
+        "{err}"
+    );
+    for f in ["ctl.db", "ctl.db-wal", "ctl.db.lock"] {
+        if let Ok(m) = std::fs::metadata(dir.path(f)) {
+            assert_eq!(m.permissions().mode() & 0o777, 0o600, "{f}");
+        }
+    }
+    s.kill9();
+    // a token anyone may rewrite is refused, before the database is touched
+    std::fs::write(dir.path("open-token"), "t\n").unwrap();
+    std::fs::set_permissions(
+        dir.path("open-token"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    let out = serve_again(Some("open-token"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("others can write it (mode 666)"), "{err}");
 }

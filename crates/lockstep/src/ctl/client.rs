@@ -153,6 +153,24 @@ impl Client {
 
 /// The token: the file's first line, trimmed.
 pub fn read_token(path: &std::path::Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+    let mode = meta.permissions().mode();
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "--token-file {}: others can write it (mode {:o}): chmod 600 it",
+            path.display(),
+            mode & 0o777
+        ));
+    }
+    if mode & 0o044 != 0 {
+        eprintln!(
+            "lockstep: warning: --token-file {}: others can read the token (mode {:o}): chmod 600 it",
+            path.display(),
+            mode & 0o777
+        );
+    }
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
     let t = text.lines().next().unwrap_or("").trim().to_string();

@@ -139,6 +139,11 @@ fn serve(a: ServeArgs) -> Result<()> {
         None => None,
         Some(p) => Some(client::read_token(p).map_err(UsageError)?),
     };
+    // one controller per database: a second would admit what the first already has
+    let mut lock_path = a.db.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let _lock = lockstep_linux::lockfile::FileLock::try_exclusive(std::path::Path::new(&lock_path))
+        .map_err(|e| EnvError(format!("--db {}: {e}", a.db.display())))?;
     let grid = a.grid.clone();
     let (ctl, rep) = state::Controller::open(&network, tdp, &a.db, server::now_ns(), grid)
         .map_err(|e| match e {

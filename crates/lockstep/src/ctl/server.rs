@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -200,7 +201,27 @@ fn router(state: St) -> Router {
                 "no such endpoint (see docs/CONTROLLER.md)",
             )))
         })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::map_response(json_errors))
         .with_state(state)
+}
+
+/// Largest request body accepted.
+const MAX_BODY: usize = 64 * 1024;
+
+/// Errors the framework answers itself (a body over [`MAX_BODY`]) in the same JSON
+/// shape as every other error.
+async fn json_errors(res: Response) -> Response {
+    if res.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return respond(Err(ApiError {
+            status: 413,
+            body: json!({
+                "error": format!("the request body is larger than {} KiB", MAX_BODY / 1024),
+                "field": null,
+            }),
+        }));
+    }
+    res
 }
 
 #[derive(Deserialize)]

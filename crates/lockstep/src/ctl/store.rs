@@ -68,6 +68,11 @@ pub enum StoreError {
         path: String,
         source: rusqlite::Error,
     },
+    #[error("database {path}: cannot make it private to its owner: {source}")]
+    Private {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("database: reservation {seq} has an unknown kind \"{kind}\"")]
@@ -94,6 +99,30 @@ CREATE TABLE IF NOT EXISTS meta (
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schedule_version', 0);
 ";
 
+/// Makes the database file (created if missing) and any journal beside it readable
+/// and writable by the owner only: SQLite creates its WAL and shared-memory files
+/// with the database's permissions.
+fn private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let p = Path::new(&p);
+        if let Ok(meta) = std::fs::metadata(p) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The open database.
 pub struct Store {
     conn: Connection,
@@ -106,6 +135,10 @@ impl Store {
             path: path.display().to_string(),
             source,
         };
+        private(path).map_err(|source| StoreError::Private {
+            path: path.display().to_string(),
+            source,
+        })?;
         let conn = Connection::open(path).map_err(open_err)?;
         Self::init(conn).map_err(|e| match e {
             StoreError::Sql(source) => open_err(source),
