@@ -858,3 +858,39 @@ fn one_server_per_database_and_its_files_are_private() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("others can write it (mode 666)"), "{err}");
 }
+
+#[test]
+fn sigterm_answers_a_long_poll_and_stops() {
+    let dir = TempDir::new("stop");
+    let mut s = Server::start(&dir, false);
+    let version = get(&s, "/nodes/r2/schedule").1["version"].as_u64().unwrap();
+    let url = format!("{}/nodes/r2/schedule?after={version}&wait=30s", s.url);
+    let poll = std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        let r = agent().get(&url).call().map(|r| r.status().as_u16());
+        (r.ok(), t0.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's PID.
+    let rc = unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let t0 = std::time::Instant::now();
+    // bounded: the server's grace is 1.5 s; give it far more before calling it hung
+    let status = loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stopped_after = t0.elapsed();
+    assert!(status.is_some(), "still running 20 s after SIGTERM");
+    let (answer, waited) = poll.join().unwrap();
+    eprintln!(
+        "stopped {stopped_after:?} after SIGTERM; the long poll was answered after {waited:?}"
+    );
+    // the long poll got its answer (the current schedule), not a dropped connection
+    assert_eq!(answer, Some(200));
+}

@@ -36,6 +36,8 @@ struct Shared {
     ctl: Mutex<Controller>,
     token: Option<String>,
     version: watch::Sender<u64>,
+    /// Set when a stop was asked for: long polls answer at once.
+    stopping: watch::Sender<bool>,
 }
 
 type St = Arc<Shared>;
@@ -250,6 +252,7 @@ async fn schedule(
     };
     let deadline = tokio::time::Instant::now() + wait;
     let mut rx = s.version.subscribe();
+    let mut stop = s.stopping.subscribe();
     loop {
         let r = s.with(|c, _| c.schedule(&node));
         let newer = match (&r, q.after) {
@@ -259,10 +262,14 @@ async fn schedule(
         if newer || tokio::time::Instant::now() >= deadline {
             return respond(r);
         }
-        if tokio::time::timeout_at(deadline, rx.changed())
-            .await
-            .is_err()
-        {
+        if *stop.borrow() {
+            return respond(r);
+        }
+        let woken = tokio::select! {
+            changed = tokio::time::timeout_at(deadline, rx.changed()) => changed.is_ok(),
+            _ = stop.changed() => false,
+        };
+        if !woken {
             return respond(s.with(|c, _| c.schedule(&node)));
         }
     }
@@ -286,6 +293,7 @@ pub fn serve(
             ctl: Mutex::new(ctl),
             token,
             version,
+            stopping: watch::Sender::new(false),
         });
         let timer = shared.clone();
         tokio::spawn(async move {
@@ -304,14 +312,31 @@ pub fn serve(
                 }
             }
         });
-        axum::serve(listener, router(shared))
-            .with_graceful_shutdown(async {
-                while !lockstep_linux::signal::stop_requested() {
-                    tokio::time::sleep(StdDuration::from_millis(100)).await;
-                }
-            })
-            .await
+        let stopping = shared.clone();
+        let server = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
+            stop_requested().await;
+            stopping.stopping.send_replace(true);
+        });
+        // in-flight requests get STOP_GRACE to finish (long polls answer at once);
+        // a client that is slow to send or read is not waited for longer
+        tokio::select! {
+            r = server => r,
+            _ = async {
+                stop_requested().await;
+                tokio::time::sleep(STOP_GRACE).await;
+            } => Ok(()),
+        }
     })
+}
+
+/// How long a stopping controller waits for requests in flight.
+pub const STOP_GRACE: StdDuration = StdDuration::from_millis(1500);
+
+/// Resolves once SIGINT or SIGTERM arrived.
+async fn stop_requested() {
+    while !lockstep_linux::signal::stop_requested() {
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+    }
 }
 
 #[cfg(test)]
