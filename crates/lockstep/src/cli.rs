@@ -41,7 +41,7 @@ pub struct WaitArgs {
     pub strategy: WaitStrategy,
     /// Spin margin of the hybrid strategy: where it starts; it then follows the tail
     /// (p99.9) of the sleep overshoot this host shows, unless --fixed-margin.
-    #[arg(long, value_name = "DUR", default_value = "50us", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", default_value = "50us", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub margin: Duration,
     /// Keep the hybrid margin at --margin instead of adapting it.
     #[arg(long)]
@@ -81,7 +81,7 @@ pub struct OutputArgs {
 #[derive(Args, Debug, Clone)]
 pub struct LengthArgs {
     /// Run for this long (e.g. 10s).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Stop after this many samples / packets.
     #[arg(long, short = 'l', visible_alias = "loops", value_name = "N", value_parser = parse_count)]

@@ -175,7 +175,7 @@ fn stream_to_nobody_completes_and_counts_refusals() {
 }
 
 #[test]
-fn rr_client_without_server_counts_losses_and_warns() {
+fn rr_client_without_server_counts_losses_warns_and_exits_3() {
     let to = closed_port();
     let o = lockstep(&[
         "probe",
@@ -189,7 +189,10 @@ fn rr_client_without_server_counts_losses_and_warns() {
         "20ms",
         "--json",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // nothing answered: the document is still printed, and the exit status says the
+    // environment failed (no server there)
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("none of the"), "{}", stderr(&o));
     let doc: Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let r = &doc["results"];
     let sent = r["sent"].as_u64().unwrap();
@@ -221,4 +224,24 @@ fn sink_duration_ends_a_silent_run() {
     assert!(doc["warnings"]
         .to_string()
         .contains("no probe packet arrived"));
+}
+
+#[test]
+fn a_negative_duration_is_named_not_taken_for_an_option() {
+    usage_error(
+        &["probe", "timer", "--interval", "-1ms"],
+        &["--interval", "expected a positive duration", "-1ms"],
+    );
+    usage_error(
+        &[
+            "probe",
+            "rr",
+            "client",
+            "--to",
+            "127.0.0.1:9",
+            "--timeout",
+            "-5ms",
+        ],
+        &["--timeout", "expected a positive duration"],
+    );
 }

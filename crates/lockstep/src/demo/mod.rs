@@ -35,11 +35,11 @@ use table::Part;
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Simulated traffic time of each simulated run (default: the scenario's, 10s).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Traffic time of each live run (default: long enough for 1200 packets per flow
     /// at the chosen scale, at most 90s).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub live_duration: Option<Duration>,
     /// Time scale of the live run (1 = the paper's timing: TF 250us, 100 Mb/s links);
     /// default: chosen from this host's wake-ups.

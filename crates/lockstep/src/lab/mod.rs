@@ -63,7 +63,7 @@ pub enum LabCmd {
 #[derive(Args, Debug, Clone)]
 pub struct OverrideArgs {
     /// Run at this time-frame length instead of the scenario's TF(s) (TDP scenarios).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub tf: Option<Duration>,
     /// Run these modes instead of the scenario's (comma-separated: fifo,tdp,kernel; TDP
     /// scenarios).
@@ -83,7 +83,7 @@ pub struct RunArgs {
     #[arg(value_name = "SCENARIO.toml")]
     pub scenario: PathBuf,
     /// Traffic duration of each run (default: the scenario's).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Result directory (default: lab-results/<scenario>-<time>).
     #[arg(long, short = 'o', value_name = "DIR")]

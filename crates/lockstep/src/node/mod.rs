@@ -83,7 +83,7 @@ pub struct NodeArgs {
     pub config: Vec<PathBuf>,
     /// Run for this long after the start (default: until SIGINT/SIGTERM, or a
     /// sender's packet counts).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Write DIR/<name>.json and the per-packet CSV files here.
     #[arg(long, short = 'o', value_name = "DIR")]

@@ -32,15 +32,15 @@ const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
 pub struct NoiseArgs {
     /// Dummy-program mode (toussaint2018): spin until each tick of this period and
     /// timestamp it (e.g. 7.41us, the packet period of an ST 2022-6 stream).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub period: Option<Duration>,
     /// Gaps between clock readings longer than this count as stolen time (one clock
     /// read takes tens of nanoseconds; a timer tick or an interrupt costs microseconds).
     /// Only reported: it does not fail the run.
-    #[arg(long, value_name = "DUR", default_value = "1us", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", default_value = "1us", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub threshold: Duration,
     /// With --period: a tick interval longer than period + this is a spike.
-    #[arg(long, value_name = "DUR", default_value = "5us", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", default_value = "5us", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub spike: Duration,
     /// With --period: how many spikes to list (all are counted).
     #[arg(long, value_name = "N", default_value = "1000", value_parser = parse_count)]

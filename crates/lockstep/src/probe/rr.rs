@@ -85,7 +85,7 @@ pub struct RrServerArgs {
     #[arg(long)]
     pub no_timestamps: bool,
     /// Stop after this long (default: until Ctrl-C).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Clock of the server's timestamps (only its own differences are used).
     #[arg(long, value_name = "tai|realtime|monotonic", default_value = "monotonic", value_parser = parse_clock)]
@@ -105,7 +105,7 @@ pub struct RrClientArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub bind: Option<SocketAddr>,
     /// Time between requests (default: back-to-back, the next as soon as the response is in).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, conflicts_with = "random_interval")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true, conflicts_with = "random_interval")]
     pub interval: Option<Duration>,
     /// Uniformly random time between requests, e.g. 1ms..10ms.
     #[arg(long, value_name = "MIN..MAX", value_parser = parse_range)]
@@ -121,7 +121,7 @@ pub struct RrClientArgs {
     #[arg(long)]
     pub poll: bool,
     /// A request not answered within this time counts as lost.
-    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub timeout: Duration,
     /// DSCP codepoint of the requests.
     #[arg(long, value_name = "DSCP", value_parser = parse_dscp)]
@@ -718,7 +718,16 @@ fn client(args: RrClientArgs) -> Result<()> {
         text.push_str(&format!("warning: {w}\n"));
     }
     out.human(&text);
-    out.finish(&doc)
+    out.finish(&doc)?;
+    let tried = report.sent + errors.total;
+    if tried > 0 && report.answered == 0 {
+        return Err(EnvError(format!(
+            "none of the {tried} requests was answered within {} (is `lockstep probe rr server` listening at {}?)",
+            args.timeout, args.to
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Moves the schedule to the next request: one gap after the previous slot, or now

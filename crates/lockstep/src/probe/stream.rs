@@ -133,7 +133,7 @@ pub struct StreamArgs {
     #[arg(long, value_name = "RATE", value_parser = parse_rate, conflicts_with = "period")]
     pub rate: Option<PacketRate>,
     /// Time between packets, e.g. 7.41us (instead of --rate).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub period: Option<Duration>,
     /// UDP payload size, at least the 64-byte probe header (default 64B).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -1040,7 +1040,18 @@ pub fn run(args: StreamArgs) -> Result<()> {
         text.push_str(&format!("warning: {w}\n"));
     }
     out.human(&text);
-    out.finish(&doc)
+    out.finish(&doc)?;
+    if sent == 0 && errors.total() > 0 {
+        // the results are written; nothing left the host: the environment's fault
+        return Err(EnvError(format!(
+            "every send failed ({} errors; last: {}): nothing was sent to {}",
+            errors.total(),
+            errors.last_other.as_deref().unwrap_or("a transient error"),
+            args.to
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// A packet rate for humans: whole pps, or with decimals below 10.

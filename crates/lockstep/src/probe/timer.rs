@@ -28,11 +28,11 @@ const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
 #[derive(Args, Debug)]
 pub struct TimerArgs {
     /// Wake-up period (cyclictest -i).
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub interval: Duration,
     /// Stop at the first wake-up later than this: write a marker into the kernel trace
     /// buffer, stop tracing (cyclictest -b) and exit with status 1.
-    #[arg(long, short = 'b', value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'b', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub threshold: Option<Duration>,
     #[command(flatten)]
     pub length: LengthArgs,

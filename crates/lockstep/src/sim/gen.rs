@@ -52,7 +52,7 @@ pub struct GenArgs {
     /// (BYTES − 92) / 32 routers (a hop record each).
     #[arg(long, value_name = "BYTES", default_value_t = 500)]
     pub size: u32,
-    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub tf: Duration,
     /// Frames per cycle.
     #[arg(long, default_value_t = 100)]
@@ -61,7 +61,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 2)]
     pub d: u32,
     /// Simulated traffic time written into the scenario.
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration_positive)]
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Duration,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -47,7 +47,7 @@ pub struct SimRunArgs {
     #[arg(value_name = "SCENARIO.toml")]
     pub scenario: PathBuf,
     /// Simulated traffic time of each run (default: the scenario's).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive)]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Seed of every random draw (host models): the same seed gives the same results.
     #[arg(long, default_value_t = 1)]
