@@ -38,6 +38,21 @@ fn quoted(name: &str) -> String {
     format!("{shown:?}")
 }
 
+/// Longest interface name the kernel takes, in bytes (`IFNAMSIZ` − 1).
+pub const IFNAME_MAX: usize = 15;
+
+/// Whether the kernel would accept `name` as an interface name (its
+/// `dev_valid_name`: 1 to 15 bytes, not `.` or `..`, no `/`, `:`, NUL or space).
+pub fn valid_ifname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= IFNAME_MAX
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

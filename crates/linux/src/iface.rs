@@ -73,13 +73,7 @@ impl IfaceError {
 
 /// Whether the kernel would accept `name` as an interface name (`dev_valid_name`).
 pub fn valid_ifname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() < libc::IFNAMSIZ
-        && name != "."
-        && name != ".."
-        && !name
-            .bytes()
-            .any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace())
+    lockstep_core::names::valid_ifname(name)
 }
 
 fn check_name(name: &str) -> Result<(), IfaceError> {

@@ -1322,6 +1322,16 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
     // ports
     for (i, p) in config.ports.iter().enumerate() {
         let field = |f: &str| format!("ports[{i}].{f}");
+        if !crate::names::valid_ifname(&p.ifname) {
+            return Err(cfg_err(
+                field("ifname"),
+                format!(
+                    "\"{}\" is not an interface name (1 to {} bytes, no '/', ':' or spaces)",
+                    p.ifname.escape_debug(),
+                    crate::names::IFNAME_MAX
+                ),
+            ));
+        }
         for (j, q) in config.ports.iter().enumerate().take(i) {
             if q.id == p.id {
                 return Err(cfg_err(field("id"), format!("{} is also ports[{j}]", p.id)));

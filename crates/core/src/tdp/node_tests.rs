@@ -1343,6 +1343,11 @@ fn configuration_errors_name_the_field() {
         config_error(|c| c.frame.k = 0),
         "frame.k: must be at least 1"
     );
+    // the kernel takes at most 15 bytes: refused here, not when the socket is bound
+    assert_eq!(
+        config_error(|c| c.ports[0].ifname = "sixteen-bytes-xx".into()),
+        "ports[0].ifname: \"sixteen-bytes-xx\" is not an interface name (1 to 15 bytes, no '/', ':' or spaces)"
+    );
     assert!(config_error(|c| c.frame.k = 1).starts_with("frame.k: a TDP router needs k >= 2"));
     assert_eq!(
         config_error(|c| c.ports[1].d = Some(4)),
