@@ -41,14 +41,25 @@ pub struct UnitError {
     pub hint: Option<String>,
 }
 
+/// Most digits a number may have (numerator and denominator of a fraction
+/// together): far more than any physical quantity needs, few enough that no value
+/// can make later arithmetic slow.
+pub const MAX_DIGITS: usize = 40;
+
 /// Parses a value of the given kind into its base unit (bit, s, bit/s).
 pub fn parse(kind: Kind, text: &str) -> Result<Q, UnitError> {
     let err = |hint: Option<String>| UnitError {
         kind,
-        text: text.to_string(),
+        text: shortened(text),
         hint,
     };
     let (number, unit) = split(text.trim()).ok_or_else(|| err(None))?;
+    let digits = number.bytes().filter(u8::is_ascii_digit).count();
+    if digits > MAX_DIGITS {
+        return Err(err(Some(format!(
+            "{digits} digits: a number has at most {MAX_DIGITS}"
+        ))));
+    }
     let value = parse_number(number).ok_or_else(|| err(None))?;
     if unit.is_empty() {
         return Err(err(Some("the unit is missing".into())));
@@ -95,6 +106,15 @@ fn unit_hint(kind: Kind, unit: &str) -> String {
         Some(Kind::Rate) => format!("\"{unit}\" is a unit of rate"),
         None => format!("unknown unit \"{unit}\""),
     }
+}
+
+/// `text` for a message: at most 48 characters, the rest elided.
+fn shortened(text: &str) -> String {
+    let mut out: String = text.chars().take(48).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
 }
 
 /// `"-12.5 Mbit/s"` → (`"-12.5"`, `"Mbit/s"`). The number is a sign, digits and at
@@ -331,6 +351,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_value_and_what_was_expected() {
+        // a huge number is refused (it would slow every later computation), and the
+        // message does not repeat it
+        let huge = format!("{}Mbit/s", "9".repeat(600_000));
+        let e = rate(&huge).unwrap_err().to_string();
+        assert!(e.contains("600000 digits: a number has at most 40"), "{e}");
+        assert!(e.len() < 200, "{}", e.len());
+        assert!(rate(&format!("{}Mbit/s", "9".repeat(40))).is_ok());
         let e = rate("100Mbit").unwrap_err();
         assert_eq!(
             e.to_string(),
