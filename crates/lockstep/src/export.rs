@@ -500,18 +500,23 @@ fn check_row(at: String, k: u32, v: &toml::Value) -> Result<Option<u32>, FieldEr
     }
 }
 
+/// Most frames per cycle an exported schedule may have: taprio takes one gate entry
+/// per frame, and tc's netlink message must hold them all.
+const MAX_FRAMES: u32 = 4096;
+
 fn check_port(i: usize, raw: &RawPort, opts: &Options) -> Result<PortSpec, FieldError> {
     let at = format!("port[{i}]");
     let dev = check_dev(format!("{at}.dev"), &raw.dev)?;
     let tf = positive_duration(format!("{at}.tf"), &raw.tf)?;
     let k = match u32::try_from(raw.k) {
-        Ok(k) if k >= 1 => k,
-        _ => {
-            return Err(bad(
-                format!("{at}.k"),
-                format!("expected at least 1 frame per cycle, got {}", raw.k),
-            ))
-        }
+        Ok(k) if (1..=MAX_FRAMES).contains(&k) => k,
+        _ => return Err(bad(
+            format!("{at}.k"),
+            format!(
+                "expected 1 to {MAX_FRAMES} frames per cycle (one taprio gate entry each), got {}",
+                raw.k
+            ),
+        )),
     };
     if tf.checked_mul(i64::from(k)).is_none() {
         return Err(bad(format!("{at}.k"), "k × tf overflows"));
@@ -584,6 +589,12 @@ pub fn ports_of_node(node: &NodeConfig, opts: &Options) -> Result<Vec<PortSpec>,
         ));
     }
     let k = node.frame.k;
+    if k > MAX_FRAMES {
+        return Err(bad(
+            "node.frame.k",
+            format!("expected at most {MAX_FRAMES} frames per cycle (one taprio gate entry each), got {k}"),
+        ));
+    }
     let cycle = node
         .frame
         .tf
@@ -1649,7 +1660,12 @@ rows = [2, { slot = 0, packets = 3, size = 1000 }, { slot = 3, packets = 0 }]
             (
                 "k = 4",
                 "k = 0",
-                "port[0].k: expected at least 1 frame per cycle, got 0",
+                "port[0].k: expected 1 to 4096 frames per cycle (one taprio gate entry each), got 0",
+            ),
+            (
+                "k = 4",
+                "k = 100000000",
+                "port[0].k: expected 1 to 4096 frames per cycle (one taprio gate entry each), got 100000000",
             ),
             (
                 "tf = \"250us\"",
