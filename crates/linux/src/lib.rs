@@ -9,7 +9,8 @@
 //!   resolution, the kernel's TAI offset, and [`clock::ClockMap`], which converts the
 //!   kernel's socket timestamps (always `CLOCK_REALTIME`) into the clock of a run.
 //! - [`wait`]: [`wait::Waiter`], waiting for an absolute instant by sleeping, spinning
-//!   or both (SPEC §8 `--strategy`); never returns before the deadline.
+//!   or both (SPEC §8 `--strategy`); never returns before the deadline unless a stop
+//!   was asked for (Ctrl-C).
 //! - [`rt`]: real-time setup of the time-critical thread: scheduling policy and
 //!   priority, CPU affinity, `mlockall`, holding `/dev/cpu_dma_latency`; errors that
 //!   explain how to get the missing privilege.

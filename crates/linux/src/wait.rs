@@ -147,7 +147,8 @@ impl Waiter {
     }
 
     /// Waits until the clock reads at least `deadline` and returns that reading (the
-    /// wake-up time). `deadline` should come from this waiter's clock; the wait always
+    /// wake-up time) — or returns early, before the deadline, once a stop was asked for
+    /// ([`crate::signal`]: Ctrl-C, SIGTERM), so no wait outlives a stop. `deadline` should come from this waiter's clock; the wait always
     /// uses the deadline's own clock so the guarantee holds either way.
     #[inline]
     pub fn wait_until(&self, deadline: Instant) -> Instant {
@@ -166,7 +167,16 @@ impl Waiter {
             if t.ns >= deadline.ns {
                 return t;
             }
-            if t.ns < target && sleep_abs(clockid(clock), target) == 0 {
+            let rc = if t.ns < target {
+                sleep_abs(clockid(clock), target)
+            } else {
+                -1
+            };
+            if rc == libc::EINTR {
+                // Ctrl-C or SIGTERM: back early, before the deadline
+                return now(clock);
+            }
+            if rc == 0 {
                 let woke = now(clock);
                 if let Some(tuner) = &self.tuner {
                     tuner
@@ -182,8 +192,9 @@ impl Waiter {
     }
 }
 
-/// `clock_nanosleep(TIMER_ABSTIME)` until `ns`, restarted after signals. Returns 0 or
-/// the error number the kernel gave (the caller then spins instead).
+/// `clock_nanosleep(TIMER_ABSTIME)` until `ns`, restarted after signals unless one asked
+/// to stop. Returns 0, `EINTR` for a stop, or the error number the kernel gave (the
+/// caller then spins instead).
 #[inline]
 fn sleep_abs(id: libc::clockid_t, ns: i64) -> libc::c_int {
     let ts = ns_to_timespec(ns);
@@ -192,18 +203,20 @@ fn sleep_abs(id: libc::clockid_t, ns: i64) -> libc::c_int {
         // is unused and may be null.
         let rc =
             unsafe { libc::clock_nanosleep(id, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
-        if rc != libc::EINTR {
+        // a signal that asked to stop ends the sleep; any other is slept through
+        if rc != libc::EINTR || crate::signal::stop_requested() {
             return rc;
         }
     }
 }
 
-/// Reads the clock until it shows at least `ns`; returns the first such reading.
+/// Reads the clock until it shows at least `ns`; returns the first such reading, or
+/// an earlier one as soon as a stop was asked for (Ctrl-C, SIGTERM).
 #[inline]
 fn spin_until(clock: ClockId, ns: i64) -> Instant {
     loop {
         let t = now(clock);
-        if t.ns >= ns {
+        if t.ns >= ns || crate::signal::stop_requested() {
             return t;
         }
         std::hint::spin_loop();

@@ -510,13 +510,15 @@ fn check_port(i: usize, raw: &RawPort, opts: &Options) -> Result<PortSpec, Field
     let tf = positive_duration(format!("{at}.tf"), &raw.tf)?;
     let k = match u32::try_from(raw.k) {
         Ok(k) if (1..=MAX_FRAMES).contains(&k) => k,
-        _ => return Err(bad(
-            format!("{at}.k"),
-            format!(
+        _ => {
+            return Err(bad(
+                format!("{at}.k"),
+                format!(
                 "expected 1 to {MAX_FRAMES} frames per cycle (one taprio gate entry each), got {}",
                 raw.k
             ),
-        )),
+            ))
+        }
     };
     if tf.checked_mul(i64::from(k)).is_none() {
         return Err(bad(format!("{at}.k"), "k × tf overflows"));

@@ -789,6 +789,10 @@ pub fn run(args: StreamArgs) -> Result<()> {
             break;
         }
         let wake = waiter.wait_until(Instant::new(clock, deadline));
+        if wake.ns < deadline && stop_requested() {
+            // back early from a wait (Ctrl-C during a far --start-at-ns): send nothing
+            break;
+        }
         // a greedy source's deadline stays at its start: its end is the clock's
         if args.greedy && end.is_some_and(|e| wake.ns >= e) {
             break;

@@ -189,7 +189,20 @@ pub fn run(args: TimerArgs) -> Result<()> {
         if signal::stop_requested() {
             break Stop::Signal;
         }
+        // the run's end comes before the next wake-up: stop there, not after it
+        if let Some(e) = end_ns.filter(|&e| deadline > e) {
+            waiter.wait_until(Instant::new(clock, e));
+            break if signal::stop_requested() {
+                Stop::Signal
+            } else {
+                Stop::Duration
+            };
+        }
         let wake = waiter.wait_until(Instant::new(clock, deadline));
+        if wake.ns < deadline && signal::stop_requested() {
+            // back early: a stop was asked for; this wait is no sample
+            break Stop::Signal;
+        }
         let w = state.record(deadline, wake.ns);
         last_latency = w.latency_ns;
         if let Some(s) = samples.as_mut() {
