@@ -41,3 +41,15 @@ pub mod units;
 pub mod wire;
 
 pub use time::{ClockId, Duration, Instant};
+
+/// The configuration of the fuzz-smoke property tests (the stable twins of the fuzz
+/// targets under `fuzz/`): `cases` inputs from a fixed seed, so `cargo test` runs the
+/// same inputs every time and a failure reproduces.
+#[cfg(test)]
+pub(crate) fn fuzz_config(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x10c4_57e9),
+        ..proptest::test_runner::Config::default()
+    }
+}

@@ -387,6 +387,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config(256))]
+
         #[test]
         fn audit_never_panics(texts in proptest::collection::vec(
             prop_oneof![

@@ -839,6 +839,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config(256))]
+
         #[test]
         fn repr_round_trips(repr in arb_repr(), fill in any::<u8>()) {
             let mut buf = vec![fill; repr.buffer_len()];

@@ -825,7 +825,7 @@ fn arb_probe_like() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3000))]
+    #![proptest_config(crate::fuzz_config(3000))]
 
     #[test]
     fn fuzz_smoke_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..600)) {

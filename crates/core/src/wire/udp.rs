@@ -527,6 +527,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config(256))]
+
         #[test]
         fn repr_round_trips((buf, src, dst) in arb_datagram()) {
             let p = UdpPacket::new_checked(&buf[..]).unwrap();
@@ -742,7 +744,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #![proptest_config(crate::fuzz_config(2000))]
 
         #[test]
         fn fuzz_smoke_frame_stack_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..120)) {
