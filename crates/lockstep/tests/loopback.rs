@@ -485,3 +485,54 @@ fn rr_blocking_round_trips_with_every_split() {
 fn rr_polling_round_trips_with_every_split() {
     rr_round_trip(true, 200);
 }
+
+#[test]
+fn rr_client_gates_exit_1_when_crossed_and_keep_the_results() {
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut server = spawn(
+        &args(&[
+            "probe",
+            "rr",
+            "server",
+            "--bind",
+            &bind,
+            "--duration",
+            "60s",
+            "--json",
+        ]),
+        Some("listening on"),
+    );
+    let client = |gates: &[&str]| {
+        let mut a = vec![
+            "probe",
+            "rr",
+            "client",
+            "--to",
+            &bind,
+            "--count",
+            "20",
+            "--timeout",
+            "5s",
+            "--json",
+        ];
+        a.extend_from_slice(gates);
+        spawn(&args(&a), None).wait()
+    };
+    // no loss on loopback: --max-loss 0 passes
+    let (code, out, err) = client(&["--max-loss", "0"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(json(&out, &err)["check_failed"], false);
+    // no round trip takes under a nanosecond: the gate is crossed, exit 1, the
+    // document still printed and marked
+    let (code, out, err) = client(&["--fail-above", "p50=1ns", "--max-loss", "0"]);
+    assert_eq!(code, Some(1), "{err}");
+    let doc = json(&out, &err);
+    assert_eq!(doc["check_failed"], true);
+    assert_eq!(u(&doc["results"], &["answered"]), 20);
+    assert!(
+        err.contains("RTT p50") && err.contains("--fail-above p50=1ns"),
+        "{err}"
+    );
+    let _ = server.terminate();
+}

@@ -48,7 +48,7 @@ use crate::cli::{
 };
 use crate::report::human::{dist_table, kv};
 use crate::report::{Output, ResultDoc, SampleWriter};
-use crate::{EnvError, UsageError};
+use crate::{CheckFailed, EnvError, UsageError};
 
 /// Smallest request: the probe header plus room for the server's hop record.
 const MIN_REQUEST: usize = HEADER_LEN + HOP_LEN;
@@ -132,6 +132,8 @@ pub struct RrClientArgs {
     pub no_timestamps: bool,
     #[command(flatten)]
     pub length: LengthArgs,
+    #[command(flatten)]
+    pub gates: super::gates::GateArgs,
     #[command(flatten)]
     pub wait: WaitArgs,
     #[command(flatten)]
@@ -717,6 +719,10 @@ fn client(args: RrClientArgs) -> Result<()> {
     for w in &doc.warnings {
         text.push_str(&format!("warning: {w}\n"));
     }
+    let failed = args
+        .gates
+        .failures(report.lost, report.sent, "RTT", &report.rtt);
+    doc.check_failed = !failed.is_empty();
     out.human(&text);
     out.finish(&doc)?;
     let tried = report.sent + errors.total;
@@ -726,6 +732,9 @@ fn client(args: RrClientArgs) -> Result<()> {
             args.timeout, args.to
         ))
         .into());
+    }
+    if !failed.is_empty() {
+        return Err(CheckFailed(failed.join("; ")).into());
     }
     Ok(())
 }

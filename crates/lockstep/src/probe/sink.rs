@@ -32,7 +32,7 @@ use super::stream::{apply_rt, insert_all, parse_addr, to_run_clock};
 use crate::cli::{parse_clock, LengthArgs, OutputArgs, RtArgs};
 use crate::report::human::{dist_table, fmt_ns, kv};
 use crate::report::{Output, ResultDoc};
-use crate::EnvError;
+use crate::{CheckFailed, EnvError};
 
 /// How long a blocking receive waits before the loop looks at the clock and the stop
 /// flag again.
@@ -67,6 +67,8 @@ pub struct SinkArgs {
     pub hw_timestamps: bool,
     #[command(flatten)]
     pub length: LengthArgs,
+    #[command(flatten)]
+    pub gates: super::gates::GateArgs,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -349,7 +351,17 @@ pub fn run(args: SinkArgs) -> Result<()> {
     for w in &doc.warnings {
         text.push_str(&format!("warning: {w}\n"));
     }
+    let failed = args.gates.failures(
+        t.lost,
+        t.unique + t.lost,
+        "one-way latency",
+        &report.one_way,
+    );
+    doc.check_failed = !failed.is_empty();
     out.human(&text);
     out.finish(&doc)?;
+    if !failed.is_empty() {
+        return Err(CheckFailed(failed.join("; ")).into());
+    }
     Ok(())
 }
