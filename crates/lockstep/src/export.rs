@@ -1170,18 +1170,21 @@ pub fn commands(plan: &Plan, opts: &Options) -> Vec<DeviceCommands> {
 
 /// The commented script.
 pub fn render(source: &Path, devices: &[DeviceCommands]) -> String {
+    // every comment is one line whatever it holds: a newline in a path or a value
+    // could otherwise start a line the shell runs
+    let one_line = |t: &str| t.replace(['\n', '\r'], " ");
     let mut s = format!(
         "# lockstep export of {}\n\
          # Run as root. Each device's root qdisc must be the default one: remove another\n\
          # first with `tc qdisc del dev DEV root` (lockstep export --apply does).\n",
-        source.display()
+        one_line(&source.display().to_string())
     );
     for d in devices {
-        s.push_str(&format!("\n# == {} ==\n", d.summary));
+        s.push_str(&format!("\n# == {} ==\n", one_line(&d.summary)));
         for c in &d.commands {
             for line in &c.comment {
                 s.push_str("# ");
-                s.push_str(line);
+                s.push_str(&one_line(line));
                 s.push('\n');
             }
             s.push_str(&c.line());
@@ -1810,6 +1813,22 @@ rows = [{ slot = 1, packets = 2, size = 300 }, { slot = 3, packets = 1, size = 3
             ports_of_node(&node, &opts).unwrap_err().to_string(),
             "node.flows: no flow has rows: the node reserves nothing, so there is no gate schedule"
         );
+    }
+
+    #[test]
+    fn every_line_of_the_script_is_a_comment_a_tc_command_or_empty() {
+        let plan = parse_plan(&format!("{FLOW}{PORT}"), &OPTS).unwrap();
+        let text = render(
+            Path::new("plan.toml\nreboot\r\nhalt"),
+            &commands(&plan, &OPTS),
+        );
+        for line in text.lines() {
+            assert!(
+                line.is_empty() || line.starts_with('#') || line.starts_with("tc "),
+                "{line:?}"
+            );
+        }
+        assert!(text.starts_with("# lockstep export of plan.toml reboot"));
     }
 
     #[test]
