@@ -23,6 +23,8 @@ use crate::curve::{delay_bound, Curve, Service};
 use crate::model::{cycle_message, InputError, Multiplexing, Network, Server};
 use crate::q::Q;
 
+use super::NoBound;
+
 /// Flows that arrive at a server together, and a bound on their sum.
 #[derive(Clone, Debug)]
 pub(crate) struct Bundle {
@@ -98,6 +100,23 @@ impl Arrivals {
             }
         }
         Ok(arr)
+    }
+
+    /// `Ok` when every output was bounded; else why no method can bound anything.
+    pub(crate) fn bounded(&self) -> Result<(), NoBound> {
+        match &self.unbounded {
+            Some(s) => Err(NoBound::Unbounded(format!("no bound on what leaves {s}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The name of the first of `servers` not under multiplexing `mux`.
+    pub(crate) fn first_not(&self, servers: &[usize], mux: Multiplexing) -> Option<&str> {
+        servers
+            .iter()
+            .map(|&s| &self.servers[s])
+            .find(|srv| srv.multiplexing != mux)
+            .map(|srv| srv.name.as_str())
     }
 
     /// The hop at which flow `f` crosses server `s`.

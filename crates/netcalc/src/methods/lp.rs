@@ -147,15 +147,9 @@ fn flow(arr: &Arrivals, f: usize) -> Bound {
 
 /// Why flow `f` gets no program, if it gets none.
 fn check(arr: &Arrivals, f: usize) -> Result<(), NoBound> {
-    if let Some(s) = &arr.unbounded {
-        return Err(NoBound::Unbounded(format!("no bound on what leaves {s}")));
-    }
+    arr.bounded()?;
     let path = &arr.paths[f];
-    if let Some(&s) = path
-        .iter()
-        .find(|&&s| arr.servers[s].multiplexing != Multiplexing::Fifo)
-    {
-        let name = &arr.servers[s].name;
+    if let Some(name) = arr.first_not(path, Multiplexing::Fifo) {
         return Err(NoBound::NotApplicable(format!(
             "{name} is not FIFO (the LP covers FIFO paths)"
         )));

@@ -35,9 +35,7 @@ struct Run {
 }
 
 fn flow(arr: &Arrivals, f: usize) -> Bound {
-    if let Some(s) = &arr.unbounded {
-        return Err(NoBound::Unbounded(format!("no bound on what leaves {s}")));
-    }
+    arr.bounded()?;
     let last = arr.paths[f].len().saturating_sub(1);
     let beta = service(arr, f, last)?;
     delay_bound(&arr.per_flow[f][0], &beta).ok_or_else(|| NoBound::Unbounded("end to end".into()))
@@ -49,11 +47,7 @@ pub(crate) fn service(arr: &Arrivals, f: usize, upto: usize) -> Result<Service, 
     let path = arr.paths[f]
         .get(..=upto)
         .ok_or_else(|| NoBound::NotApplicable("empty path".into()))?;
-    if let Some(&s) = path
-        .iter()
-        .find(|&&s| arr.servers[s].multiplexing != Multiplexing::Arbitrary)
-    {
-        let name = &arr.servers[s].name;
+    if let Some(name) = arr.first_not(path, Multiplexing::Arbitrary) {
         return Err(NoBound::NotApplicable(format!(
             "{name} is FIFO (PMOO needs arbitrary multiplexing)"
         )));

@@ -22,15 +22,10 @@ pub(super) fn bounds(arr: &Arrivals) -> Vec<Bound> {
 }
 
 fn flow(arr: &Arrivals, f: usize) -> Bound {
-    if let Some(s) = &arr.unbounded {
-        return Err(NoBound::Unbounded(format!("no bound on what leaves {s}")));
-    }
+    arr.bounded()?;
     let path = &arr.paths[f];
     let alone = separated(arr, path, &[f], &arr.per_flow[f][0]);
-    let all_fifo = path
-        .iter()
-        .all(|&s| arr.servers[s].multiplexing == Multiplexing::Fifo);
-    if !all_fifo {
+    if arr.first_not(path, Multiplexing::Fifo).is_some() {
         return alone;
     }
     let mut best = alone;

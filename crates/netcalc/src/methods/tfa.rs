@@ -15,9 +15,7 @@ pub(super) fn bounds(arr: &Arrivals) -> Vec<Bound> {
 
 /// The delay bound of flow `f` at each hop.
 pub(crate) fn hops(arr: &Arrivals, f: usize) -> Result<Vec<Q>, NoBound> {
-    if let Some(s) = &arr.unbounded {
-        return Err(NoBound::Unbounded(format!("no bound on what leaves {s}")));
-    }
+    arr.bounded()?;
     let mut out = Vec::with_capacity(arr.paths[f].len());
     for (h, &s) in arr.paths[f].iter().enumerate() {
         let name = &arr.servers[s].name;
