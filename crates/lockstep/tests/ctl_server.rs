@@ -1,7 +1,8 @@
 //! `lockstep ctl serve` against real requests on loopback: auth, admission until a
 //! rejection, restart and `kill -9` with the same database, one-shot expiry, TDP
-//! frames and schedules, malformed input, concurrent writers, and the client
-//! subcommands' exit statuses.
+//! frames and schedules, malformed input, concurrent writers, the client
+//! subcommands' exit statuses, and clients that connect and then stall (header and
+//! body timeouts, a stop with such clients connected).
 //!
 //! Each test runs its own server (port 0, its own database directory); a guard kills
 //! it. Waits are bounded loops that assert a state, never a duration.
@@ -79,6 +80,11 @@ struct Server {
 
 impl Server {
     fn start(dir: &TempDir, token: bool) -> Server {
+        Server::start_with(dir, token, &[])
+    }
+
+    /// With more options for `ctl serve`.
+    fn start_with(dir: &TempDir, token: bool, extra: &[&str]) -> Server {
         let mut cmd = Command::new(BIN);
         cmd.args(["ctl", "serve", "--listen", "127.0.0.1:0"])
             .arg("--db")
@@ -90,6 +96,7 @@ impl Server {
         if token {
             cmd.arg("--token-file").arg(dir.path("token"));
         }
+        cmd.args(extra);
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -813,6 +820,21 @@ fn bad_start_options() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:3: server[0] \"s0\".rate"), "{err}");
+    for opt in ["--header-timeout", "--body-timeout"] {
+        let out = Command::new(BIN)
+            .args(["ctl", "serve", "--listen", "127.0.0.1:0", opt, "0s", "--db"])
+            .arg(dir.path("x.db"))
+            .arg("--network")
+            .arg(dir.path("net.toml"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{opt}: expected a positive duration")),
+            "{err}"
+        );
+    }
 }
 
 #[test]
@@ -893,4 +915,156 @@ fn sigterm_answers_a_long_poll_and_stops() {
     );
     // the long poll got its answer (the current schedule), not a dropped connection
     assert_eq!(answer, Some(200));
+}
+
+/// The server's `host:port`.
+fn addr(s: &Server) -> String {
+    s.url.trim_start_matches("http://").to_string()
+}
+
+/// Reads what the server sends until it closes the connection or `guard` passes:
+/// the text, and whether it closed.
+fn read_until_closed(sock: &mut std::net::TcpStream, guard: Duration) -> (String, bool) {
+    use std::io::Read;
+    let t0 = std::time::Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        let left = guard.saturating_sub(t0.elapsed());
+        if left.is_zero() {
+            break false;
+        }
+        sock.set_read_timeout(Some(left)).unwrap();
+        match sock.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // reset: closed too
+            Err(_) => break true,
+        }
+    };
+    (String::from_utf8_lossy(&got).into_owned(), closed)
+}
+
+/// Clients that hold a connection without finishing a request: one that sends
+/// nothing, one that stops inside the headers, one that stops inside the body.
+fn stuck_clients(s: &Server) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    let a = addr(s);
+    let silent = std::net::TcpStream::connect(&a).unwrap();
+    let mut headers = std::net::TcpStream::connect(&a).unwrap();
+    headers
+        .write_all(b"GET /network HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut body = std::net::TcpStream::connect(&a).unwrap();
+    body.write_all(
+        b"POST /flows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":",
+    )
+    .unwrap();
+    vec![silent, headers, body]
+}
+
+#[test]
+fn a_connection_that_sends_nothing_or_idles_is_closed_after_the_header_timeout() {
+    use std::io::Write;
+    let dir = TempDir::new("headertimeout");
+    let s = Server::start_with(&dir, false, &["--header-timeout", "300ms"]);
+    // connected, sends nothing, never closes
+    let mut silent = std::net::TcpStream::connect(addr(&s)).unwrap();
+    // one request answered, then idle on a kept-alive connection
+    let mut idle = std::net::TcpStream::connect(addr(&s)).unwrap();
+    idle.write_all(b"GET /network HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    // guard: far above the 300 ms timeout, only there so a hang fails the test
+    let (text, closed) = read_until_closed(&mut silent, Duration::from_secs(5));
+    assert!(
+        closed,
+        "a silent client was still connected 5 s later: {text:?}"
+    );
+    assert!(!text.contains(" 200 "), "{text}");
+    let (text, closed) = read_until_closed(&mut idle, Duration::from_secs(5));
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        closed,
+        "an idle kept-alive connection was still open 5 s later"
+    );
+    // the server is still there
+    assert_eq!(get(&s, "/network").0, 200);
+}
+
+#[test]
+fn a_body_that_does_not_arrive_in_time_is_answered_408_and_closed() {
+    use std::io::Write;
+    let dir = TempDir::new("bodytimeout");
+    let s = Server::start_with(&dir, false, &["--body-timeout", "300ms"]);
+    let mut sock = std::net::TcpStream::connect(addr(&s)).unwrap();
+    // Content-Length 100, then only 10 bytes
+    sock.write_all(
+        b"POST /flows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\": ",
+    )
+    .unwrap();
+    let (text, closed) = read_until_closed(&mut sock, Duration::from_secs(5));
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.contains("\"error\":\"the request body did not arrive within 300ms\""),
+        "{text}"
+    );
+    assert!(closed, "the connection was still open 5 s later");
+    assert_eq!(get(&s, "/flows").0, 200);
+    assert!(names(&get(&s, "/flows").1).is_empty());
+}
+
+#[test]
+fn requests_are_answered_while_clients_hold_connections_half_open() {
+    let dir = TempDir::new("halfopen");
+    let s = Server::start(&dir, false);
+    let _stuck = stuck_clients(&s);
+    assert_eq!(get(&s, "/network").0, 200);
+    let (code, body) = req(
+        &s,
+        "POST",
+        "/flows",
+        Some(&flow("f1", "1Mbit/s", "5ms")),
+        None,
+    );
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(names(&get(&s, "/flows").1), ["f1"]);
+}
+
+#[test]
+fn sigterm_stops_the_server_whatever_half_open_clients_do() {
+    let dir = TempDir::new("stophalfopen");
+    // default timeouts (10 s): the stuck clients are still connected at the stop
+    let mut s = Server::start(&dir, false);
+    let mut stuck = stuck_clients(&s);
+    assert_eq!(get(&s, "/network").0, 200);
+    // SAFETY: kill(2) on our own child's PID.
+    let rc = unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let t0 = std::time::Instant::now();
+    // the grace is 1.5 s; 5 s is only the guard against a hang
+    let status = loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(5) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!("stopped {:?} after SIGTERM", t0.elapsed());
+    assert!(status.is_some(), "still running 5 s after SIGTERM");
+    assert_eq!(status.unwrap().code(), Some(0));
+    for c in &mut stuck {
+        let (_, closed) = read_until_closed(c, Duration::from_secs(5));
+        assert!(closed);
+    }
 }

@@ -89,6 +89,15 @@ pub struct ServeArgs {
     /// exact.
     #[arg(long, value_name = "DUR", value_parser = parse_grid)]
     pub grid: Option<lockstep_netcalc::Q>,
+    /// Close a connection whose request headers have not arrived within this time of
+    /// it opening or of the previous answer (also how long an idle connection stays
+    /// open).
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_timeout)]
+    pub header_timeout: std::time::Duration,
+    /// Answer 408 and close the connection when a request body has not arrived
+    /// within this time of its headers.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_timeout)]
+    pub body_timeout: std::time::Duration,
 }
 
 pub fn run(cmd: CtlCmd) -> Result<()> {
@@ -100,6 +109,12 @@ pub fn run(cmd: CtlCmd) -> Result<()> {
         CtlCmd::Show(a) => client::show(a),
         CtlCmd::Schedule(a) => client::schedule(a),
     }
+}
+
+/// `--header-timeout`, `--body-timeout`: a positive duration.
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let d = crate::cli::parse_duration_positive(text)?;
+    Ok(std::time::Duration::from_nanos(d.as_nanos() as u64))
 }
 
 /// `--grid`: a positive time, exactly (`1ps`, `0.5ns`), in seconds.
@@ -161,7 +176,11 @@ fn serve(a: ServeArgs) -> Result<()> {
         ctl.version(),
         if token.is_some() { "; changes need the token" } else { "" },
     );
-    server::serve(ctl, a.listen, token, |addr| {
+    let timeouts = server::Timeouts {
+        header: a.header_timeout,
+        body: a.body_timeout,
+    };
+    server::serve(ctl, a.listen, token, timeouts, |addr| {
         eprintln!("lockstep ctl: listening on http://{addr}");
     })
     .map_err(|e| EnvError(format!("--listen {}: {e}", a.listen)))?;

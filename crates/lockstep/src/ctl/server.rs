@@ -8,18 +8,28 @@
 //! when a token file was given (401 without the header, 403 with a wrong token);
 //! reads are open. `GET /nodes/{name}/schedule?after=V&wait=10s` is a long poll: it
 //! answers when the schedule version passes `V`, or after the wait.
+//!
+//! A client cannot hold the server: request headers must arrive within
+//! [`Timeouts::header`] of the connection opening or of the previous answer (so a
+//! connection that sends nothing, or sits idle between requests, is closed then), and
+//! a request body within [`Timeouts::body`] of its headers (else a JSON 408 and the
+//! connection is closed). A stop closes connections that have sent nothing at once
+//! and gives the others [`STOP_GRACE`].
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
-use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
@@ -31,6 +41,16 @@ use super::state::{Answer, Controller};
 pub const EXPIRY_TICK: StdDuration = StdDuration::from_millis(20);
 /// Longest long poll of a schedule.
 pub const MAX_WAIT: StdDuration = StdDuration::from_secs(30);
+
+/// How long the server waits for a client.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// For a request's headers, counted from the connection opening or from the
+    /// previous answer on it: also how long an idle kept-alive connection stays open.
+    pub header: StdDuration,
+    /// For a request's body, counted from its headers.
+    pub body: StdDuration,
+}
 
 struct Shared {
     ctl: Mutex<Controller>,
@@ -134,8 +154,8 @@ fn respond(r: Result<Answer, ApiError>) -> Response {
     (code, Json(body)).into_response()
 }
 
-/// The routes (see `docs/CONTROLLER.md`).
-fn router(state: St) -> Router {
+/// The routes (see `docs/CONTROLLER.md`); bodies are read within `body_timeout`.
+fn router(state: St, body_timeout: StdDuration) -> Router {
     Router::new()
         .route("/network", get(|State(s): State<St>| async move { s.read(|c| Ok(c.network())) }))
         .route(
@@ -203,26 +223,51 @@ fn router(state: St) -> Router {
                 "no such endpoint (see docs/CONTROLLER.md)",
             )))
         })
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn_with_state(body_timeout, read_body))
         .with_state(state)
 }
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024;
 
-/// Errors the framework answers itself (a body over [`MAX_BODY`]) in the same JSON
-/// shape as every other error.
-async fn json_errors(res: Response) -> Response {
-    if res.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return respond(Err(ApiError {
-            status: 413,
+/// Reads the whole request body before the handler runs: at most [`MAX_BODY`] (else
+/// 413) within `limit` of the headers (else 408); both close the connection, whose
+/// unread rest cannot be told from the next request.
+async fn read_body(State(limit): State<StdDuration>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    let error = match tokio::time::timeout(limit, limited.collect()).await {
+        Ok(Ok(collected)) => {
+            let req = Request::from_parts(parts, Body::from(collected.to_bytes()));
+            return next.run(req).await;
+        }
+        Err(_) => ApiError {
+            status: 408,
             body: json!({
-                "error": format!("the request body is larger than {} KiB", MAX_BODY / 1024),
+                "error": format!(
+                    "the request body did not arrive within {}",
+                    lockstep_core::Duration(i64::try_from(limit.as_nanos()).unwrap_or(i64::MAX))
+                ),
                 "field": null,
             }),
-        }));
-    }
+        },
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            ApiError {
+                status: 413,
+                body: json!({
+                    "error": format!("the request body is larger than {} KiB", MAX_BODY / 1024),
+                    "field": null,
+                }),
+            }
+        }
+        Ok(Err(e)) => ApiError::bad_request(None, format!("cannot read the request body: {e}")),
+    };
+    let mut res = respond(Err(error));
+    res.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     res
 }
 
@@ -280,6 +325,7 @@ pub fn serve(
     ctl: Controller,
     listen: SocketAddr,
     token: Option<String>,
+    timeouts: Timeouts,
     on_listen: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -312,20 +358,53 @@ pub fn serve(
                 }
             }
         });
-        let stopping = shared.clone();
-        let server = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
-            stop_requested().await;
-            stopping.stopping.send_replace(true);
-        });
-        // in-flight requests get STOP_GRACE to finish (long polls answer at once);
-        // a client that is slow to send or read is not waited for longer
-        tokio::select! {
-            r = server => r,
-            _ = async {
-                stop_requested().await;
-                tokio::time::sleep(STOP_GRACE).await;
-            } => Ok(()),
+        let app = router(shared.clone(), timeouts.body);
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(timeouts.header);
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, _)) => {
+                        let conn = http.serve_connection(
+                            TokioIo::new(tcp),
+                            TowerToHyperService::new(app.clone()),
+                        );
+                        let mut stop = shared.stopping.subscribe();
+                        conns.spawn(async move {
+                            tokio::pin!(conn);
+                            tokio::select! {
+                                _ = conn.as_mut() => return,
+                                _ = stop.wait_for(|s| *s) => {}
+                            }
+                            // closes at once if nothing was received; else after the
+                            // answer in progress
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        });
+                    }
+                    // out of file descriptors and the like: the clients in flight
+                    // finish, then accepting goes on
+                    Err(e) => {
+                        eprintln!("lockstep ctl: accepting a connection: {e}");
+                        tokio::time::sleep(StdDuration::from_millis(100)).await;
+                    }
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                _ = stop_requested() => break,
+            }
         }
+        drop(listener);
+        // long polls answer at once; requests in flight get STOP_GRACE to finish, a
+        // client that is slow to send or read is not waited for longer
+        shared.stopping.send_replace(true);
+        let _ = tokio::time::timeout(STOP_GRACE, async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await;
+        conns.abort_all();
+        Ok(())
     })
 }
 
