@@ -12,6 +12,7 @@ mod commands;
 mod ctl;
 mod demo;
 mod export;
+mod gates;
 mod host;
 mod lab;
 mod node;

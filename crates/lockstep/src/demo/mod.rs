@@ -310,6 +310,7 @@ fn live_part(s: &Scenario, args: &DemoArgs, dir: &Path, scale: u32) -> Result<Pa
         keep: false,
         quiet: args.quiet,
         silent: true,
+        gates: Default::default(),
     };
     let lines = lab_run(&scaled, &opts)?;
     Ok(Part {

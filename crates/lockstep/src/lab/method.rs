@@ -1069,6 +1069,7 @@ pub fn run(
     output: Option<PathBuf>,
     json: bool,
     quiet: bool,
+    gates: &crate::gates::GateArgs,
 ) -> Result<()> {
     super::run::require_root("lab run")?;
     let mut j = j.clone();
@@ -1272,10 +1273,12 @@ pub fn run(
             .map(|(n, e)| serde_json::json!({ "variant": n, "reason": e }))
             .collect::<Vec<_>>(),
     );
-    let text = serde_json::to_string_pretty(&doc)?;
     let mut order: Vec<&RunResult> = base_runs.iter().chain(var_runs.iter().flatten()).collect();
     order.sort_by_key(|r| r.round);
     let report = html_report(&j, &doc, &out, &order, &tab);
+    let crossings = gates.check_runs(&report.runs);
+    let failed = gates.record(&mut doc, &crossings);
+    let text = serde_json::to_string_pretty(&doc)?;
     crate::report::finish_lab_run(&out, &text, &report, &tab, json)?;
     if base_runs.iter().all(|r| r.received == 0) {
         bail!(
@@ -1284,7 +1287,10 @@ pub fn run(
         );
     }
     eprintln!("results: {}", out.display());
-    Ok(())
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// `lab plan` for a jitter scenario: the runs and their command lines.

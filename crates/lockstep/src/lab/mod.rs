@@ -109,6 +109,9 @@ pub struct RunArgs {
     /// this many times, interleaved round by round.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: Option<u32>,
+    /// CI gates, checked on every flow of every run (each mode or row on its own).
+    #[command(flatten)]
+    pub gates: crate::gates::GateArgs,
     #[command(flatten)]
     pub overrides: OverrideArgs,
 }
@@ -285,10 +288,13 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                         keep: a.keep,
                         quiet: a.quiet,
                         silent: false,
+                        gates: a.gates,
                     };
                     run::run_scenario(&s, &opts).map(|_| ())
                 }
-                LabScenario::Shaped(sh) => shaped::run(&sh, a.duration, a.output, a.quiet),
+                LabScenario::Shaped(sh) => {
+                    shaped::run(&sh, a.duration, a.output, a.quiet, &a.gates)
+                }
                 LabScenario::Jitter(j) => method::run(
                     &j,
                     a.repeat.unwrap_or(1),
@@ -296,9 +302,10 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                     a.output,
                     a.json,
                     a.quiet,
+                    &a.gates,
                 ),
                 LabScenario::RtService(r) => {
-                    rtservice::run(&r, a.duration, a.output, a.json, a.quiet)
+                    rtservice::run(&r, a.duration, a.output, a.json, a.quiet, &a.gates)
                 }
             }
         }

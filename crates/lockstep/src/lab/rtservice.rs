@@ -602,6 +602,7 @@ pub fn run(
     output: Option<PathBuf>,
     json: bool,
     quiet: bool,
+    gates: &crate::gates::GateArgs,
 ) -> Result<()> {
     super::run::require_root("lab run")?;
     let mut r = r.clone();
@@ -676,8 +677,10 @@ pub fn run(
             serde_json::json!({"best": c, "p99_ratio": ratio, "bulk_share": share, "met": met})
         }),
     );
-    let text = serde_json::to_string_pretty(&doc)?;
     let report = html_report(&r, &doc, &out, &tab);
+    let crossings = gates.check_runs(&report.runs);
+    let failed = gates.record(&mut doc, &crossings);
+    let text = serde_json::to_string_pretty(&doc)?;
     crate::report::finish_lab_run(&out, &text, &report, &tab, json)?;
     if rows.iter().all(|x| x.answered == 0) {
         bail!(
@@ -686,7 +689,10 @@ pub fn run(
         );
     }
     eprintln!("results: {}", out.display());
-    Ok(())
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

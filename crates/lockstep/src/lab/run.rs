@@ -49,6 +49,9 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Print nothing on stdout (the caller shows the returned lines).
     pub silent: bool,
+    /// `--max-loss`, `--fail-above`: checked per flow and run once the results are
+    /// written.
+    pub gates: crate::gates::GateArgs,
 }
 
 /// Capabilities in `/proc/self/status` `CapEff` that a lab needs: CAP_NET_ADMIN (12),
@@ -879,6 +882,8 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
     let html = render(&report);
     let report_html = dir.join("report.html");
     write_atomic(&report_html, html.as_bytes())?;
+    let crossings = opts.gates.check_runs(&report.runs);
+    let failed = opts.gates.record(&mut doc, &crossings);
     doc.insert("report", &report);
     doc.insert(
         "runs",
@@ -933,6 +938,9 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
         report_html.display()
     ));
     Show::of_run(opts.json, opts.silent).print(&human, &text);
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
     Ok(ScenarioLines { dir, runs: pairs })
 }
 

@@ -1150,6 +1150,7 @@ pub fn run(
     duration: Option<Duration>,
     output: Option<PathBuf>,
     quiet: bool,
+    gates: &crate::gates::GateArgs,
 ) -> Result<()> {
     super::run::require_root("lab run")?;
     let mut s = s.clone();
@@ -1173,6 +1174,8 @@ pub fn run(
     let per: Vec<serde_json::Value> = rows.iter().map(|r| row_json(&s, r)).collect();
     doc.insert("runs", &per);
     let report = html_report(&s, &doc, &out, &rows, &tab);
+    let crossings = gates.check_runs(&report.runs);
+    let failed = gates.record(&mut doc, &crossings);
     let html = crate::report::html::render(&report);
     crate::report::write_atomic(&out.join("report.html"), html.as_bytes())?;
     let text = serde_json::to_string_pretty(&doc)?;
@@ -1191,7 +1194,10 @@ pub fn run(
         );
     }
     eprintln!("results: {}", out.display());
-    Ok(())
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! `lockstep probe …`: measure what the OS adds. Each probe drives a pure accumulator
 //! of `lockstep_core::measure` with timestamps from the Linux layer.
 
-pub mod gates;
 pub mod noise;
 pub mod rr;
 pub mod sink;

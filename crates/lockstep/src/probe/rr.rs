@@ -48,7 +48,7 @@ use crate::cli::{
 };
 use crate::report::human::{dist_table, kv};
 use crate::report::{Output, ResultDoc, SampleWriter};
-use crate::{CheckFailed, EnvError, UsageError};
+use crate::{EnvError, UsageError};
 
 /// Smallest request: the probe header plus room for the server's hop record.
 const MIN_REQUEST: usize = HEADER_LEN + HOP_LEN;
@@ -133,7 +133,7 @@ pub struct RrClientArgs {
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
-    pub gates: super::gates::GateArgs,
+    pub gates: crate::gates::GateArgs,
     #[command(flatten)]
     pub wait: WaitArgs,
     #[command(flatten)]
@@ -719,10 +719,10 @@ fn client(args: RrClientArgs) -> Result<()> {
     for w in &doc.warnings {
         text.push_str(&format!("warning: {w}\n"));
     }
-    let failed = args
+    let crossings = args
         .gates
-        .failures(report.lost, report.sent, "RTT", &report.rtt);
-    doc.check_failed = !failed.is_empty();
+        .check(report.lost, report.sent, "RTT", &report.rtt);
+    let failed = args.gates.record(&mut doc, &crossings);
     out.human(&text);
     out.finish(&doc)?;
     let tried = report.sent + errors.total;
@@ -733,10 +733,10 @@ fn client(args: RrClientArgs) -> Result<()> {
         ))
         .into());
     }
-    if !failed.is_empty() {
-        return Err(CheckFailed(failed.join("; ")).into());
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Moves the schedule to the next request: one gap after the previous slot, or now

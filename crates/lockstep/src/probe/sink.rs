@@ -32,7 +32,7 @@ use super::stream::{apply_rt, insert_all, parse_addr, to_run_clock};
 use crate::cli::{parse_clock, LengthArgs, OutputArgs, RtArgs};
 use crate::report::human::{dist_table, fmt_ns, kv};
 use crate::report::{Output, ResultDoc};
-use crate::{CheckFailed, EnvError};
+use crate::EnvError;
 
 /// How long a blocking receive waits before the loop looks at the clock and the stop
 /// flag again.
@@ -68,7 +68,7 @@ pub struct SinkArgs {
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
-    pub gates: super::gates::GateArgs,
+    pub gates: crate::gates::GateArgs,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -351,17 +351,17 @@ pub fn run(args: SinkArgs) -> Result<()> {
     for w in &doc.warnings {
         text.push_str(&format!("warning: {w}\n"));
     }
-    let failed = args.gates.failures(
+    let crossings = args.gates.check(
         t.lost,
         t.unique + t.lost,
         "one-way latency",
         &report.one_way,
     );
-    doc.check_failed = !failed.is_empty();
+    let failed = args.gates.record(&mut doc, &crossings);
     out.human(&text);
     out.finish(&doc)?;
-    if !failed.is_empty() {
-        return Err(CheckFailed(failed.join("; ")).into());
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
-    Ok(())
 }
