@@ -10,10 +10,13 @@
 //!   on every link of its path; the planner and `lockstep ctl` both book with it.
 //! - [`plan`]: topology + flows → routes, TDP schedules (booked in an [`alloc`] book) and
 //!   one node configuration per node, for one run (mode and time-frame).
+//! - [`fault`]: faults a run injects on purpose (a router's clock off, a link
+//!   down, a router killed and restarted).
 //! - [`nodefile`]: the node file (`node.toml`): the sans-IO node's configuration
 //!   plus what the live driver needs (strategy, priority, flows to send).
 
 pub mod alloc;
+pub mod fault;
 pub mod nodefile;
 pub mod plan;
 pub mod scenario;

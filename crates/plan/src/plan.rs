@@ -46,6 +46,7 @@ use lockstep_core::{ClockId, Duration};
 
 use crate::nodefile::{LiveConfig, LiveFlow, NodeFile};
 
+use crate::fault::FaultKind;
 use crate::scenario::{
     fmt_bit_rate, FlowRate, FlowSpec, LoadProto, LoadTool, Routing, RunMode, RunSpec, Scenario,
     ScenarioError, Sources, IP_UDP_HEADERS, SENDER_TTL,
@@ -214,6 +215,8 @@ pub struct Plan {
     pub nodes: Vec<NodePlan>,
     pub flows: Vec<FlowPlan>,
     pub loads: Vec<LoadPlan>,
+    /// Faults the run injects on purpose.
+    pub faults: Vec<crate::fault::Fault>,
 }
 
 impl Plan {
@@ -1022,6 +1025,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
             async_clock: clocks.get(&ni).copied(),
         });
     }
+    offset_clocks(s, &mut nodes);
     Ok(Plan {
         run: run.clone(),
         k,
@@ -1029,7 +1033,21 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
         nodes,
         flows,
         loads,
+        faults: s.faults.clone(),
     })
+}
+
+/// A clock-offset fault is the router's own configuration: its node file says how
+/// far its clock reads from true time, in the lab and the simulator alike.
+fn offset_clocks(s: &Scenario, nodes: &mut [NodePlan]) {
+    for f in &s.faults {
+        if let FaultKind::ClockOffset { node, offset } = &f.kind {
+            let file = nodes.iter_mut().find(|n| &n.name == node);
+            if let Some(c) = file.and_then(|n| n.config.as_mut()) {
+                c.node.frame.offset = *offset;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

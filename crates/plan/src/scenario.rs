@@ -225,6 +225,8 @@ struct RawFile {
     flow: Vec<Spanned<RawFlow>>,
     #[serde(default)]
     load: Vec<Spanned<RawLoad>>,
+    #[serde(default)]
+    fault: Vec<Spanned<crate::fault::RawFault>>,
 }
 
 #[derive(Deserialize)]
@@ -665,6 +667,9 @@ pub struct Scenario {
     pub links: Vec<LinkSpec>,
     pub flows: Vec<FlowSpec>,
     pub loads: Vec<LoadSpec>,
+    /// Faults injected on purpose (`[[fault]]`), and where each is written.
+    pub faults: Vec<crate::fault::Fault>,
+    pub fault_locs: Vec<Loc>,
     pub tf_loc: Loc,
     pub k_loc: Loc,
     pub d_loc: Loc,
@@ -888,6 +893,7 @@ impl Scenario {
             link: raw_links,
             flow: raw_flows,
             load: raw_loads,
+            fault: raw_faults,
         } = raw;
         let sc_span = sc.span();
         let sc = sc.into_inner();
@@ -1827,6 +1833,16 @@ impl Scenario {
             });
         }
 
+        let longest_tf = tfs.iter().copied().max().unwrap_or(Duration::ZERO);
+        let fault_cx = crate::fault::Context {
+            src: &src,
+            nodes: &nodes,
+            links: &links,
+            loads: loads.len(),
+            duration,
+            longest_cycle: Duration(longest_tf.as_nanos().saturating_mul(i64::from(k))),
+        };
+        let (faults, fault_locs) = crate::fault::check(&fault_cx, &raw_faults)?;
         let scenario = Scenario {
             source: src.clone(),
             name,
@@ -1852,6 +1868,8 @@ impl Scenario {
             links,
             flows,
             loads,
+            faults,
+            fault_locs,
             tf_loc,
             k_loc,
             d_loc,
@@ -1908,6 +1926,19 @@ impl Scenario {
                 ));
             }
             self.tfs = vec![tf];
+            let two_cycles = 2 * tf.as_nanos().saturating_mul(i64::from(self.k));
+            for (f, loc) in self.faults.iter().zip(&self.fault_locs) {
+                if let Some((_, end)) = f.outage() {
+                    if end.as_nanos() + two_cycles > self.duration.as_nanos() {
+                        let m = format!(
+                            "--tf {tf}: the run ({}) ends before two cycles after this {} ends",
+                            self.duration,
+                            f.name()
+                        );
+                        return Err(self.error_at(loc, m));
+                    }
+                }
+            }
         }
         if let Some(m) = modes {
             self.modes = m;
@@ -1962,6 +1993,7 @@ impl Scenario {
         for l in &mut self.loads {
             l.rate_bps = l.rate_bps.map(|r| r / f);
         }
+        self.faults = self.faults.iter().map(|x| x.scaled(k)).collect();
         if !self.description.is_empty() {
             self.description = format!("{} — time scaled x{s}", self.description);
         }

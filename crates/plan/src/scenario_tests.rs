@@ -95,7 +95,7 @@ fn unknown_keys_name_the_table_and_key() {
     );
     assert_eq!(
         err(&edit("[[flow]]", "[[flows]]")),
-        "t.toml:27:3: flows: unknown field `flows`, expected one of `scenario`, `node`, `link`, `flow`, `load`"
+        "t.toml:27:3: flows: unknown field `flows`, expected one of `scenario`, `node`, `link`, `flow`, `load`, `fault`"
     );
 }
 

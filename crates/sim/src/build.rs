@@ -6,11 +6,12 @@ use std::net::SocketAddrV4;
 
 use lockstep_core::net::PortId;
 use lockstep_core::tdp::{Mode, Node, Receiver, Role, Sender, SenderFlow};
+use lockstep_plan::fault::FaultKind;
 use lockstep_plan::plan::{tbf_burst, IfacePlan, LoadPlan, NodePlan, Plan};
 use lockstep_plan::scenario::RunMode;
 use thiserror::Error;
 
-use crate::engine::{Kind, SimNode};
+use crate::engine::{Kind, SimFault, SimNode};
 use crate::host::{Cbr, FlowAddr, Host, Iface};
 use crate::link::{Discipline, LinkDir};
 use crate::rng::Rng;
@@ -23,6 +24,8 @@ pub enum BuildError {
     KernelMode,
     #[error("node \"{node}\": {message}")]
     Node { node: String, message: String },
+    #[error("fault: {0}")]
+    Fault(String),
 }
 
 fn node_err(n: &NodePlan, message: impl Into<String>) -> BuildError {
@@ -63,10 +66,55 @@ pub fn build(plan: &Plan, opts: &SimOptions) -> Result<Vec<SimNode>, BuildError>
         if let Some(a) = n.async_clock {
             node.clock.drift_ppb = -a.slow_ppb;
         }
+        if let Kind::Router(_) = node.kind {
+            node.fresh = n.config.as_ref().map(|c| c.node.clone());
+        }
         nodes.push(node);
     }
     add_loads(plan, &mut nodes, opts)?;
     Ok(nodes)
+}
+
+/// The plan's outages as the engine injects them, for a run that starts at
+/// `start` (true time). A clock offset is no event: the plan puts it in the
+/// router's configuration.
+pub fn faults(plan: &Plan, start: i64) -> Result<Vec<SimFault>, BuildError> {
+    let index = |name: &str| {
+        plan.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| BuildError::Fault(format!("no node \"{name}\"")))
+    };
+    let mut out = Vec::new();
+    for f in &plan.faults {
+        let Some((at, end)) = f.outage() else {
+            continue;
+        };
+        let (at, until) = (start + at.as_nanos(), start + end.as_nanos());
+        match &f.kind {
+            FaultKind::LinkDown { ends: [a, b] } => {
+                let (ia, ib) = (index(a)?, index(b)?);
+                let port = |me: usize, peer: usize| {
+                    plan.nodes[me]
+                        .ifaces
+                        .iter()
+                        .position(|x| x.peer == peer)
+                        .map(|p| (me as u32, p as u16))
+                        .ok_or_else(|| {
+                            BuildError::Fault(format!("no link between \"{a}\" and \"{b}\""))
+                        })
+                };
+                let ends = [port(ia, ib)?, port(ib, ia)?];
+                out.push(SimFault::LinkDown { ends, at, until });
+            }
+            FaultKind::RouterRestart { node } => {
+                let node = index(node)? as u32;
+                out.push(SimFault::Restart { node, at, until });
+            }
+            FaultKind::ClockOffset { .. } | FaultKind::Flood => {}
+        }
+    }
+    Ok(out)
 }
 
 fn port_link(

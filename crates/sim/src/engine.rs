@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use lockstep_core::net::PortId;
 use lockstep_core::tdp::{
-    Delivery, DropReason, Node, NodeEvent, PacketBuf, RxMeta, SlipOutcome, SlipReason,
+    Delivery, DropReason, Node, NodeConfig, NodeEvent, PacketBuf, RxMeta, SlipOutcome, SlipReason,
 };
 use lockstep_core::{ClockId, Instant};
 use serde::Serialize;
@@ -111,6 +111,10 @@ pub struct SimNode {
     pub late_sum_ns: i64,
     /// The slips and drops the router reported (empty for hosts).
     pub events: NodeEventSummary,
+    /// A router's configuration, to start it afresh after a fault killed it.
+    pub fresh: Option<NodeConfig>,
+    /// Killed by a fault and not started again yet: it takes and sends nothing.
+    pub down: bool,
 }
 
 impl SimNode {
@@ -129,6 +133,8 @@ impl SimNode {
             timer_wakeups: 0,
             late_sum_ns: 0,
             events: NodeEventSummary::default(),
+            fresh: None,
+            down: false,
         }
     }
 
@@ -187,6 +193,21 @@ fn drain_events(node: &mut Node, into: &mut NodeEventSummary) {
 pub(crate) enum Ev {
     Wake(u32),
     Arrive(u32, u16, PacketBuf),
+    /// A fault (index into the engine's list) begins (`true`) or ends.
+    Fault(u32, bool),
+}
+
+/// A fault the engine injects, on the simulated network's nodes and ports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimFault {
+    /// Both directions of a link: (node, port) at each end.
+    LinkDown {
+        ends: [(u32, u16); 2],
+        at: i64,
+        until: i64,
+    },
+    /// A router killed at `at` (all it holds lost) and started afresh at `until`.
+    Restart { node: u32, at: i64, until: i64 },
 }
 
 /// Counts of one run.
@@ -198,6 +219,10 @@ pub struct EngineStats {
     pub packet_hops: u64,
     /// Frames a full port queue refused.
     pub link_drops: u64,
+    /// Frames lost to an injected fault: sent into or arriving over a link that is
+    /// down, or to a router that is down (what a killed router held in its queues
+    /// is gone with it and not counted here).
+    pub fault_drops: u64,
     pub wakeups: u64,
     /// Most events waiting at once.
     pub peak_events: u64,
@@ -235,6 +260,7 @@ pub struct Engine {
     out: Vec<PacketBuf>,
     now: i64,
     cpus: Cpus,
+    faults: Vec<SimFault>,
 }
 
 impl Engine {
@@ -260,7 +286,22 @@ impl Engine {
             out: Vec::new(),
             now: start,
             cpus: Cpus::default(),
+            faults: Vec::new(),
         }
+    }
+
+    /// Injects `faults` (true times): each begins and ends as an event of the run.
+    pub fn inject(&mut self, faults: Vec<SimFault>) {
+        for (i, f) in faults.iter().enumerate() {
+            let (at, until) = match *f {
+                SimFault::LinkDown { at, until, .. } | SimFault::Restart { at, until, .. } => {
+                    (at, until)
+                }
+            };
+            self.queue.push(at, Ev::Fault(i as u32, true));
+            self.queue.push(until, Ev::Fault(i as u32, false));
+        }
+        self.faults.extend(faults);
     }
 
     /// The nodes share `n` CPUs: a node that wakes while every one is busy with
@@ -308,6 +349,7 @@ impl Engine {
             match ev {
                 Ev::Wake(i) => self.wake(i as usize, t, on_delivery),
                 Ev::Arrive(i, port, buf) => self.arrive(i as usize, port, buf, t, on_delivery),
+                Ev::Fault(f, begins) => self.fault(f as usize, begins, t),
             }
         }
         self.now = self.now.max(until);
@@ -323,6 +365,11 @@ impl Engine {
     ) {
         self.stats.packet_hops += 1;
         let n = &mut self.nodes[i];
+        let link_down = n.ports.get(usize::from(port)).is_some_and(|p| p.link.down);
+        if n.down || link_down {
+            self.stats.fault_drops += 1;
+            return;
+        }
         n.inbox.push_back((port, buf, t));
         let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
         if n.wake_at.is_none_or(|w| at < w) {
@@ -394,6 +441,11 @@ impl Engine {
                 while let Some(tx) = node.poll_transmit(local) {
                     let p = usize::from(tx.port.0);
                     done = done.saturating_add(cost);
+                    if n.ports.get(p).is_some_and(|port| port.link.down) {
+                        self.stats.fault_drops += 1;
+                        node.recycle(tx.buf);
+                        continue;
+                    }
                     match n.ports.get_mut(p).and_then(|port| {
                         port.link
                             .send(done, tx.buf.len())
@@ -417,6 +469,10 @@ impl Engine {
                         continue;
                     };
                     done = done.saturating_add(cost);
+                    if port.link.down {
+                        self.stats.fault_drops += 1;
+                        continue;
+                    }
                     match port.link.send(done, buf.len()) {
                         Some(at) => self.queue.push(at, Ev::Arrive(port.to, port.to_port, buf)),
                         None => self.stats.link_drops += 1,
@@ -425,6 +481,52 @@ impl Engine {
             }
         }
         done
+    }
+
+    /// A fault begins or ends at `t`.
+    fn fault(&mut self, f: usize, begins: bool, t: i64) {
+        let Some(fault) = self.faults.get(f).cloned() else {
+            return;
+        };
+        match fault {
+            SimFault::LinkDown { ends, .. } => {
+                for (node, port) in ends {
+                    let p = self
+                        .nodes
+                        .get_mut(node as usize)
+                        .and_then(|n| n.ports.get_mut(usize::from(port)));
+                    if let Some(p) = p {
+                        p.link.down = begins;
+                    }
+                }
+            }
+            SimFault::Restart { node, .. } => self.restart(node as usize, begins, t),
+        }
+    }
+
+    /// Kills router `i` (`kill`) or starts it afresh from its configuration.
+    fn restart(&mut self, i: usize, kill: bool, t: i64) {
+        let Some(n) = self.nodes.get_mut(i) else {
+            return;
+        };
+        if kill {
+            n.down = true;
+            self.stats.fault_drops += n.inbox.len() as u64;
+            n.inbox.clear();
+            n.wake_at = None;
+            return;
+        }
+        let Some(cfg) = n.fresh.clone() else {
+            return;
+        };
+        if let Ok(mut node) = Node::new(cfg) {
+            node.set_events(true);
+            n.kind = Kind::Router(Box::new(node));
+        }
+        n.down = false;
+        n.busy_until = t;
+        n.wake_at = Some(t);
+        self.queue.push(t, Ev::Wake(i as u32));
     }
 
     fn schedule_timer(&mut self, i: usize, now: i64) {

@@ -28,8 +28,8 @@ pub mod rng;
 pub mod shaped;
 pub mod source;
 
-pub use build::{build, BuildError};
-pub use engine::{Engine, EngineStats, Kind, NodeClock, NodeEventSummary, SimNode};
+pub use build::{build, faults, BuildError};
+pub use engine::{Engine, EngineStats, Kind, NodeClock, NodeEventSummary, SimFault, SimNode};
 pub use hostmodel::{HostModel, Measured, ModelError};
 pub use link::{Discipline, Framing};
 
@@ -106,8 +106,11 @@ impl Default for SimOptions {
 }
 
 /// A plan ready to run.
+/// Its faults ([`faults`]) are injected.
 pub fn engine(plan: &Plan, opts: &SimOptions) -> Result<Engine, BuildError> {
-    Ok(Engine::new(nodes(plan, opts)?, opts.start_ns).share_cpus(opts.cpus))
+    let mut e = Engine::new(nodes(plan, opts)?, opts.start_ns).share_cpus(opts.cpus);
+    e.inject(faults(plan, opts.start_ns)?);
+    Ok(e)
 }
 
 /// The simulated nodes of a plan with the options' host models, processing time and

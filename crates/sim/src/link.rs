@@ -69,6 +69,8 @@ pub struct LinkDir {
     full_at: i64,
     pub sent: u64,
     pub dropped: u64,
+    /// The link is down (a fault): it carries nothing.
+    pub down: bool,
 }
 
 impl LinkDir {
@@ -83,6 +85,7 @@ impl LinkDir {
             full_at: i64::MIN,
             sent: 0,
             dropped: 0,
+            down: false,
         }
     }
 
