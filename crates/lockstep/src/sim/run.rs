@@ -15,9 +15,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{hostfile, paper, SimRunArgs};
+use crate::lab::faults::{FaultCheck, FaultVerdict, FlowFacts, RunFacts};
 use crate::lab::results::{
-    assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter, ScenarioLines,
-    TxJoin,
+    assemble, flow_inputs, node_ids, router_report, Collected, FlowInput, FlowLine, FlowsMeter,
+    ScenarioLines, TxJoin,
 };
 use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
 use crate::report::html::LabReport;
@@ -45,6 +46,8 @@ pub struct SimOutcome {
     pub loads: Vec<LoadLine>,
     /// Each router's slips and drops by reason (from its events), in plan order.
     pub node_events: Vec<(String, NodeEventSummary)>,
+    /// What each injected fault did (empty without faults).
+    pub faults: Vec<FaultVerdict>,
 }
 
 /// What a best-effort load did.
@@ -223,11 +226,15 @@ pub fn simulate(
     let inputs = flow_inputs(p, &none, &none);
     let tf_ns = p.run.tf.as_nanos();
     let mut meter = FlowsMeter::new(&inputs, tf_ns, duration.as_nanos(), &ids, &tx);
+    let mut check = (!p.faults.is_empty()).then(|| FaultCheck::new(fault_flows(p, &inputs)));
     let started = wall_ns();
     let end = opts.start_ns.saturating_add(duration.as_nanos());
     let mut shown = started;
     let mut on_delivery = |i: usize, d: &lockstep_core::tdp::Delivery| {
         meter.add(d);
+        if let Some(c) = check.as_mut() {
+            c.add(d);
+        }
         if let Some(Some(w)) = writers.get_mut(i) {
             if let Err(e) = w.write(d) {
                 write_err.get_or_insert(e);
@@ -253,6 +260,13 @@ pub fn simulate(
         w.finish()?;
     }
     let peak_rss_bytes = lockstep_linux::rusage::peak_rss_bytes();
+    let faults = check.map_or_else(Vec::new, |c| {
+        let slips = e
+            .node_events()
+            .map(|(n, s)| (n.to_string(), s.slips))
+            .collect();
+        c.judge(&p.faults, &run_facts(p, opts.start_ns, end), &sent, &slips)
+    });
     let measured: BTreeMap<u32, _> = inputs.iter().map(|f| f.id).zip(meter.finish()).collect();
     let routers: Vec<lockstep_core::tdp::NodeCounters> =
         routers_named(&e).map(|(_, c)| c.clone()).collect();
@@ -276,11 +290,42 @@ pub fn simulate(
         build_ns,
         peak_rss_bytes,
         loads: loads(p, &e),
+        faults,
         node_events: e
             .node_events()
             .map(|(n, s)| (n.to_string(), s.clone()))
             .collect(),
     })
+}
+
+/// The flows as the fault checks see them: path and promised window.
+pub(crate) fn fault_flows(p: &Plan, inputs: &[FlowInput<'_>]) -> Vec<FlowFacts> {
+    p.flows
+        .iter()
+        .map(|f| FlowFacts {
+            id: f.id,
+            name: f.name.clone(),
+            path: f.path.clone(),
+            window: inputs
+                .iter()
+                .find(|i| i.id == f.id)
+                .and_then(|i| i.window.clone()),
+        })
+        .collect()
+}
+
+/// The run's start and end on the probes' clock, its cycle and its guard.
+pub(crate) fn run_facts(p: &Plan, start_ns: i64, end_ns: i64) -> RunFacts {
+    let guard = p
+        .nodes
+        .iter()
+        .find_map(|n| n.config.as_ref().map(|c| c.node.frame.guard));
+    RunFacts {
+        start_ns,
+        end_ns,
+        cycle_ns: p.run.tf.as_nanos().saturating_mul(i64::from(p.k)),
+        guard_ns: guard.map_or(0, |g| g.as_nanos()),
+    }
 }
 
 fn progress(prefix: &str, e: &Engine, start: i64, duration: Duration, wall: i64) {
@@ -379,6 +424,12 @@ fn finish(
             .collect(),
         notes,
     };
+    let faults_ok = crate::lab::faults::fail_on(
+        outcomes
+            .iter()
+            .map(|o| (o.run.label.as_str(), &o.faults[..])),
+    );
+    doc.check_failed |= faults_ok.is_err();
     let runs = outcomes
         .into_iter()
         .map(|o| (o.run, o.collected.lines))
@@ -411,6 +462,7 @@ fn finish(
     }
     let show = Show::of_run(args.json, args.silent);
     finish_lab_run_streamed(dir, &v, report, &table, show)?;
+    faults_ok?;
     Ok(ScenarioLines {
         dir: dir.to_path_buf(),
         runs,
@@ -427,6 +479,8 @@ fn run_json(o: &SimOutcome) -> Value {
         "events": o.stats.events,
         "packet_hops": o.stats.packet_hops,
         "link_drops": o.stats.link_drops,
+        "fault_drops": o.stats.fault_drops,
+        "faults": o.faults,
         "node_events": node_events_json(&o.node_events),
     })
 }
@@ -522,6 +576,7 @@ fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome], load_ns: i64) -> Str
             }
         }
     }
+    out.push_str(&faults_text(outcomes));
     for o in outcomes {
         let wall = secs(o.wall_ns);
         out.push_str(&format!(
@@ -540,6 +595,15 @@ fn human(s: &Scenario, dir: &Path, outcomes: &[SimOutcome], load_ns: i64) -> Str
         dir.display(),
         dir.join("report.html").display()
     ));
+    out
+}
+
+/// Each run's fault checks, a line each: `TDP: link-down r1-r2: pass — …`.
+pub(crate) fn faults_text(outcomes: &[SimOutcome]) -> String {
+    let mut out = String::new();
+    for o in outcomes {
+        out.push_str(&crate::lab::faults::lines(&o.run.label, &o.faults));
+    }
     out
 }
 
