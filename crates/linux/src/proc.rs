@@ -415,6 +415,12 @@ impl Proc {
         self.kill_and_reap()
     }
 
+    /// SIGKILL at once (no chance to write anything), then reap: what a crash
+    /// does to it.
+    pub fn kill(&mut self) -> Option<ExitStatus> {
+        self.kill_and_reap()
+    }
+
     /// SIGKILL, then reap.
     fn kill_and_reap(&mut self) -> Option<ExitStatus> {
         let _ = self.signal(Signal::Kill);
@@ -462,6 +468,12 @@ impl<K: Copy + PartialEq> Group<K> {
     fn last_mut(&mut self) -> &mut Proc {
         let i = self.members.len() - 1;
         &mut self.members[i].1
+    }
+
+    /// Takes the member called `name` out of the group (the caller owns it now).
+    pub fn take(&mut self, name: &str) -> Option<Proc> {
+        let i = self.members.iter().position(|(_, p)| p.name == name)?;
+        Some(self.members.remove(i).1)
     }
 
     /// The members in the order they were added.

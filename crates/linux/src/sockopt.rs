@@ -72,6 +72,7 @@ impl NetError {
             // EWOULDBLOCK is the same number on Linux
             libc::EAGAIN => Some(Transient::WouldBlock),
             libc::ECONNREFUSED => Some(Transient::Refused),
+            libc::ENETDOWN => Some(Transient::LinkDown),
             _ => None,
         }
     }
@@ -88,6 +89,9 @@ pub enum Transient {
     /// ECONNREFUSED: an ICMP port unreachable came back to a connected socket (nobody
     /// listening there, or not yet).
     Refused,
+    /// ENETDOWN: the interface is down (a cable pulled, `ip link set … down`); it
+    /// may come back.
+    LinkDown,
 }
 
 /// How a receive waits ([`crate::udp::UdpSocket::recv`], the batch receives).

@@ -86,6 +86,17 @@ fn check(driver: &str, file: &str, exact: bool) -> Value {
     if exact {
         assert_eq!(v["pass"], true, "{v}");
     }
+    if driver == "lab" {
+        // what was injected, and when, is in the document
+        let runs = doc["results"]["runs"].as_array().expect("runs");
+        let log = runs[0]["fault_log"].as_array().expect("fault_log");
+        let outages = if file.starts_with("link") || file.starts_with("router") {
+            2
+        } else {
+            0
+        };
+        assert_eq!(log.len(), outages, "{log:?}");
+    }
     let _ = std::fs::remove_dir_all(&out);
     v.clone()
 }
@@ -147,4 +158,22 @@ fn sim_flood_spares_tdp_and_fails_fifo() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Every fault scenario in namespaces, one after the other (each builds its own
+/// `ls-<run id>-*` namespaces and removes them): the same body as the simulator's,
+/// minus the exact figures.
+#[test]
+fn lab_runs_every_fault_scenario() {
+    if !common::lab::can_run("lab_runs_every_fault_scenario") {
+        return;
+    }
+    outage("lab", "link-down.toml", false, 0);
+    outage("lab", "router-restart.toml", false, 0);
+    for file in ["clock-within-guard.toml", "clock-beyond-guard.toml"] {
+        let v = check("lab", file, false);
+        assert_eq!(v["fault"], "clock-offset", "{v}");
+    }
+    let v = check("lab", "flood.toml", false);
+    assert_eq!(v["fault"], "flood", "{v}");
 }

@@ -11,16 +11,20 @@
 //!   outage lasts, on the flows that cross the link or the router: every bad packet
 //!   was sent between the outage's start minus the flow's longest latency and two
 //!   time-cycles after the outage ends ("resume within two cycles"); every other
-//!   flow keeps every packet in its window.
+//!   flow keeps every packet (a packet late where the outage cannot reach it is the
+//!   host's lateness: counted apart, not failed).
 //!
 //! Pure: time comes in the probes' own timestamps.
 
 use std::collections::BTreeMap;
 
-use lockstep_core::tdp::trace::trace;
 use lockstep_core::tdp::{Delivery, FlowWindow};
 use lockstep_plan::fault::{Fault, FaultKind};
 use serde::Serialize;
+
+use crate::lab::plan::Plan;
+use crate::lab::results::FlowInput;
+use crate::report::samples::{parse_row, Columns};
 
 /// Most packets per flow the check remembers (a fault scenario is short).
 pub const MAX_TRACKED: usize = 4_000_000;
@@ -57,6 +61,9 @@ pub struct FaultVerdict {
     /// Packets lost and packets outside their window, on the flows hit.
     pub lost: u64,
     pub late: u64,
+    /// After an outage: packets late (none lost) where the outage could not reach
+    /// them — a late host, not the fault; counted, not failed.
+    pub late_unrelated: u64,
     /// Slips at the routers, all of them.
     pub slips: u64,
     /// After an outage: how long after it ended the last flow hit was whole again
@@ -100,20 +107,45 @@ impl FaultCheck {
     /// One delivered probe (a duplicate or another flow's is ignored).
     pub fn add(&mut self, d: &Delivery) {
         let p = &d.probe;
-        let Some(f) = self.flows.iter().find(|f| f.id == p.flow_id) else {
+        self.add_packet(p.flow_id, p.seq, p.t0_ns, d.latency_ns());
+    }
+
+    /// One delivered packet of flow `flow`: its sequence number, when it was sent
+    /// and its end-to-end latency.
+    pub fn add_packet(&mut self, flow: u32, seq: u64, t0: i64, latency: i64) {
+        let Some(f) = self.flows.iter().find(|f| f.id == flow) else {
             return;
         };
-        let Some(t) = self.tracks.get_mut(&p.flow_id) else {
+        let Some(t) = self.tracks.get_mut(&flow) else {
             return;
         };
         if t.got.len() >= MAX_TRACKED {
             return;
         }
-        let good = f.window.as_ref().is_none_or(|w| trace(w, d).is_none());
+        let good = f.window.as_ref().is_none_or(|w| in_window(w, latency));
         if good {
-            t.max_good_ns = t.max_good_ns.max(d.latency_ns());
+            t.max_good_ns = t.max_good_ns.max(latency);
         }
-        t.got.push((p.seq, p.t0_ns, good));
+        t.got.push((seq, t0, good));
+    }
+
+    /// Every row of a receiver's packet file (`flow,seq,…,t0,…,latency`).
+    pub fn add_packet_file(&mut self, text: impl std::io::BufRead) {
+        let mut lines = text.lines();
+        let Some(Ok(header)) = lines.next() else {
+            return;
+        };
+        let cols = Columns::parse(&header);
+        let at = |n| cols.get(n);
+        let (f, s, t0, l) = (at("flow"), at("seq"), at("t0"), at("latency"));
+        let mut row = Vec::new();
+        for line in lines.map_while(Result::ok) {
+            parse_row(&line, &mut row);
+            let cell = |i: Option<usize>| i.and_then(|i| row.get(i).copied().flatten());
+            if let (Some(f), Some(s), Some(t0), Some(l)) = (cell(f), cell(s), cell(t0), cell(l)) {
+                self.add_packet(f as u32, s as u64, t0, l);
+            }
+        }
     }
 
     /// Judges every fault; `sent` is each flow's packets sent, `slips` the routers'
@@ -153,6 +185,7 @@ impl FaultCheck {
             flows_hit: hit.iter().map(|x| x.name.clone()).collect(),
             lost: 0,
             late: 0,
+            late_unrelated: 0,
             slips,
             recovered_after_ns: None,
             detail: String::new(),
@@ -207,6 +240,13 @@ impl FaultCheck {
             let is_hit = v.flows_hit.contains(&x.name);
             let longest = self.tracks.get(&x.id).map_or(0, |t| t.max_good_ns);
             for b in bad.get(&x.id).into_iter().flatten() {
+                let reach = is_hit && b.to >= at.saturating_sub(longest) && b.from <= resume_by;
+                if b.lost == 0 && !reach {
+                    // late, nothing lost, where the outage cannot have been the cause:
+                    // the host's lateness (the window column says why)
+                    v.late_unrelated += b.late;
+                    continue;
+                }
                 let why = if !is_hit {
                     Some("does not cross it".to_string())
                 } else if b.to == i64::MAX {
@@ -238,8 +278,74 @@ impl FaultCheck {
                     lockstep_core::Duration(2 * cycle_ns)
                 ),
             };
+            if v.late_unrelated > 0 {
+                v.detail.push_str(&format!(
+                    "; {} late packets out of the outage's reach (the host's)",
+                    v.late_unrelated
+                ));
+            }
         }
     }
+}
+
+/// The flows as the fault checks see them: path and promised window.
+pub fn fault_flows(p: &Plan, inputs: &[FlowInput<'_>]) -> Vec<FlowFacts> {
+    p.flows
+        .iter()
+        .map(|f| FlowFacts {
+            id: f.id,
+            name: f.name.clone(),
+            path: f.path.clone(),
+            window: inputs
+                .iter()
+                .find(|i| i.id == f.id)
+                .and_then(|i| i.window.clone()),
+        })
+        .collect()
+}
+
+/// The run's start and end on the probes' clock, its cycle and its guard.
+pub fn run_facts(p: &Plan, start_ns: i64, end_ns: i64) -> RunFacts {
+    let guard = p
+        .nodes
+        .iter()
+        .find_map(|n| n.config.as_ref().map(|c| c.node.frame.guard));
+    RunFacts {
+        start_ns,
+        end_ns,
+        cycle_ns: p.run.tf.as_nanos().saturating_mul(i64::from(p.k)),
+        guard_ns: guard.map_or(0, |g| g.as_nanos()),
+    }
+}
+
+/// The verdicts of a lab run from the files it wrote in `dir`: every receiver's
+/// packet file, each flow's sent count and slips (its result lines).
+pub fn judge_lab_run(
+    p: &Plan,
+    dir: &std::path::Path,
+    lines: &[crate::lab::results::FlowLine],
+    run: &RunFacts,
+) -> Vec<FaultVerdict> {
+    let none = BTreeMap::new();
+    let inputs = crate::lab::results::flow_inputs(p, &none, &none);
+    let mut check = FaultCheck::new(fault_flows(p, &inputs));
+    for n in p
+        .nodes
+        .iter()
+        .filter(|n| n.role == lockstep_core::tdp::Role::Receiver)
+    {
+        let path = dir.join(format!("{}-packets.csv", n.name));
+        if let Ok(f) = std::fs::File::open(&path) {
+            check.add_packet_file(std::io::BufReader::new(f));
+        }
+    }
+    let id = |name: &str| p.flows.iter().find(|f| f.name == name).map(|f| f.id);
+    let sent = lines
+        .iter()
+        .filter_map(|l| Some((id(&l.flow)?, l.sent)))
+        .collect();
+    let slips = BTreeMap::from([("routers".to_string(), lines.iter().map(|l| l.slips).sum())]);
+    check.judge(&p.faults, run, &sent, &slips)
 }
 
 /// The checks of one run for people, a line each.
@@ -312,6 +418,12 @@ fn clock_verdict(v: &mut FaultVerdict, offset: i64, guard: i64, bad: &BTreeMap<u
             format!("beyond the guard: {lost} lost but only {} slips", v.slips)
         };
     }
+}
+
+/// Whether a latency lies in the window the schedule promises.
+fn in_window(w: &FlowWindow, latency: i64) -> bool {
+    let (low, high) = w.bounds();
+    w.tf_ns <= 0 || (low..=high).contains(&latency)
 }
 
 /// Whether flow `x`'s path crosses what `f` hits.

@@ -108,6 +108,18 @@ fn bad_packets_long_after_the_outage_fail() {
 }
 
 #[test]
+fn late_packets_out_of_the_outages_reach_are_the_hosts() {
+    let c = check_with(|s| (48..=60).contains(&s), |s| s == 150);
+    let v = &c.judge(&[link_down(50, 10)], &run(), &sent(), &BTreeMap::new())[0];
+    assert!(v.pass, "{v:?}");
+    assert_eq!((v.lost, v.late, v.late_unrelated), (13, 1, 1));
+    assert_eq!(
+        v.detail,
+        "whole again 1ms after the outage (two cycles: 20ms); 1 late packets out of the outage's reach (the host's)"
+    );
+}
+
+#[test]
 fn bad_packets_before_the_outage_could_reach_them_fail() {
     let c = check_with(|s| s == 10, |_| false);
     let v = &c.judge(&[link_down(50, 10)], &run(), &sent(), &BTreeMap::new())[0];

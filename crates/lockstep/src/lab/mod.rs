@@ -24,6 +24,7 @@ pub use lockstep_plan::{plan, scenario};
 
 pub mod bound;
 pub mod faults;
+pub mod inject;
 pub mod kind;
 pub mod method;
 pub mod results;

@@ -29,6 +29,8 @@ use lockstep_linux::{cmd, signal};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::faults::{self, FaultVerdict};
+use super::inject::{self, Action, Injector, Step};
 use super::plan::{plan, LoadPlan, Plan};
 use super::results::{collect, FlowLine, ScenarioLines};
 use super::scenario::{fmt_bit_rate, LoadProto, LoadTool, RouterLayout, RunSpec, Scenario};
@@ -175,6 +177,81 @@ fn node_failure(procs: &mut Procs) -> Option<String> {
     })
 }
 
+/// `lockstep node` for node `name` of a run: its node file from `config_dir`, its
+/// results into `dir`, started at `start_ns` for `d`.
+fn node_args(
+    config_dir: &Path,
+    dir: &Path,
+    ready: Option<&Path>,
+    name: &str,
+    start_ns: i64,
+    d: Duration,
+) -> Vec<String> {
+    let config = config_dir.join(format!("{name}.toml"));
+    let mut args = vec![
+        "node".to_string(),
+        "--config".into(),
+        config.display().to_string(),
+    ];
+    args.extend(["--output".into(), dir.display().to_string()]);
+    if let Some(r) = ready {
+        args.extend(["--ready-file".into(), r.join(name).display().to_string()]);
+    }
+    args.extend(["--start-at-ns".into(), start_ns.to_string()]);
+    args.extend(["--duration".into(), d.to_string(), "-q".into()]);
+    args
+}
+
+/// Does what the fault schedule says is due: a link down or up, a router killed
+/// or started again (from its node file, for the rest of the run). Returns notes.
+fn inject_due(
+    inj: &mut Injector,
+    procs: &mut Procs,
+    run: &InjectRun<'_>,
+    taken: &mut Vec<(usize, i64, i64)>,
+) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let now = lockstep_linux::now(ClockId::Tai).ns;
+    for Step {
+        at: planned,
+        fault,
+        action,
+    } in inj.due(now)
+    {
+        let began = lockstep_linux::now(ClockId::Tai).ns;
+        match &action {
+            Action::Link { ends, up, .. } => inject::set_link(ends, *up)?,
+            Action::Kill { node } => {
+                if let Some(mut p) = procs.take(node) {
+                    p.kill();
+                }
+            }
+            Action::Restart { node } => {
+                let d = Duration(run.end_ns.saturating_sub(planned).max(0));
+                let args = node_args(run.config_dir, run.dir, None, node, planned, d);
+                let ns = ns_name(run.run_id, node);
+                spawn(procs, &ns, run.exe, &args, run.logs, node, ProcKind::Node)?;
+            }
+        }
+        let done = lockstep_linux::now(ClockId::Tai).ns;
+        notes.push(inject::note(run.start_ns, planned, (began, done), &action));
+        taken.push((fault, began, done));
+    }
+    Ok(notes)
+}
+
+/// What restarting a node needs to know of its run.
+struct InjectRun<'a> {
+    exe: &'a Path,
+    config_dir: &'a Path,
+    dir: &'a Path,
+    logs: &'a Path,
+    run_id: &'a str,
+    start_ns: i64,
+    /// When the routers' processes end.
+    end_ns: i64,
+}
+
 fn is_node(k: ProcKind) -> bool {
     k == ProcKind::Node
 }
@@ -198,6 +275,9 @@ pub struct RunOutcome {
     pub lines: Vec<FlowLine>,
     pub loads: Vec<LoadResult>,
     pub warnings: Vec<String>,
+    /// What each injected fault did, and what was done when.
+    pub faults: Vec<FaultVerdict>,
+    pub fault_log: Vec<String>,
 }
 
 fn load_desc(s: &Scenario, l: &LoadPlan) -> String {
@@ -515,23 +595,7 @@ fn run_one(
         } else {
             duration + drain
         };
-        let args = vec![
-            "node".to_string(),
-            "--config".into(),
-            config_dir
-                .join(format!("{}.toml", n.name))
-                .display()
-                .to_string(),
-            "--output".into(),
-            dir.display().to_string(),
-            "--ready-file".into(),
-            ready.join(&n.name).display().to_string(),
-            "--start-at-ns".into(),
-            start_ns.to_string(),
-            "--duration".into(),
-            d.to_string(),
-            "-q".into(),
-        ];
+        let args = node_args(&config_dir, dir, Some(&ready), &n.name, start_ns, d);
         spawn(
             &mut procs,
             &ns_name(&run_id, &n.name),
@@ -621,6 +685,18 @@ fn run_one(
             ProcKind::LoadClient,
         )?;
     }
+    let mut injector = Injector::new(s, p, &run_id, start_ns)?;
+    let mut fault_log = Vec::new();
+    let mut taken = Vec::new();
+    let inject_run = InjectRun {
+        exe: &exe,
+        config_dir: &config_dir,
+        dir,
+        logs: &logs,
+        run_id: &run_id,
+        start_ns,
+        end_ns: start_ns.saturating_add((duration + drain).as_nanos()),
+    };
     let t_start = StdInstant::now();
     let total = std_dur(duration + drain);
     let give_up = total + StdDuration::from_secs(15);
@@ -634,6 +710,10 @@ fn run_one(
             warnings.push(f.clone());
             progress.status("", true);
             progress.line(&format!("warning: {f}"));
+        }
+        for n in inject_due(&mut injector, &mut procs, &inject_run, &mut taken)? {
+            progress.line(&n);
+            fault_log.push(n);
         }
         if procs.running(is_node) == 0 {
             break;
@@ -679,6 +759,17 @@ fn run_one(
     topo.teardown()?;
 
     let got = collect(p, dir, (duration + drain).as_nanos());
+    let end_ns = start_ns.saturating_add(duration.as_nanos());
+    let faults = match p.faults.is_empty() {
+        true => Vec::new(),
+        false => {
+            // judged by when the machine did what the plan said
+            let mut p = p.clone();
+            p.faults = inject::as_injected(&p.faults, start_ns, &taken);
+            let facts = faults::run_facts(&p, start_ns, end_ns);
+            faults::judge_lab_run(&p, dir, &got.lines, &facts)
+        }
+    };
     // what every node says about the host is said once, in the summary's warnings
     let host = lockstep_linux::host::collect().warnings();
     let own: Vec<String> = got
@@ -699,6 +790,8 @@ fn run_one(
         lines: got.lines,
         loads,
         warnings,
+        faults,
+        fault_log,
     })
 }
 
@@ -884,6 +977,12 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
     write_atomic(&report_html, html.as_bytes())?;
     let crossings = opts.gates.check_runs(&report.runs);
     let failed = opts.gates.record(&mut doc, &crossings);
+    let faults_ok = faults::fail_on(
+        outcomes
+            .iter()
+            .map(|o| (o.run.label.as_str(), &o.faults[..])),
+    );
+    doc.check_failed |= faults_ok.is_err();
     doc.insert("report", &report);
     doc.insert(
         "runs",
@@ -898,6 +997,8 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
                     "flows": o.lines,
                     "loads": o.loads,
                     "warnings": o.warnings,
+                    "faults": o.faults,
+                    "fault_log": o.fault_log,
                 })
             })
             .collect::<Vec<_>>(),
@@ -932,6 +1033,9 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
         human.push_str(&t);
         human.push('\n');
     }
+    for o in &outcomes {
+        human.push_str(&faults::lines(&o.run.label, &o.faults));
+    }
     human.push_str(&format!(
         "results: {}\nreport:  {}\n",
         dir.display(),
@@ -941,6 +1045,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
     if let Some(e) = failed {
         return Err(e.into());
     }
+    faults_ok?;
     Ok(ScenarioLines { dir, runs: pairs })
 }
 

@@ -84,7 +84,8 @@ use lockstep_core::{ClockId, Duration, Instant};
 use lockstep_linux::packet::{PacketError, PacketSocket, BATCH_MAX};
 use lockstep_linux::poll::Poller;
 use lockstep_linux::signal::stop_requested;
-use lockstep_linux::udp::{RecvMode, TimestampConfig};
+use lockstep_linux::udp::{RecvMode, TimestampConfig, Transient};
+
 use lockstep_linux::wait::{MARGIN_SLACK, MAX_ADAPTIVE_MARGIN, MIN_ADAPTIVE_MARGIN};
 use lockstep_linux::{ClockMap, Waiter};
 use serde::Serialize;
@@ -135,6 +136,9 @@ struct DriverCounters {
     vlan_stripped: u64,
     /// Dropped by the socket's receive queue (PACKET_STATISTICS).
     rx_socket_drops: u64,
+    /// Receives that found the interface down (ENETDOWN): the router waits for it
+    /// to come back.
+    rx_link_down: u64,
     tx_frames: u64,
     tx_batches: u64,
     /// Not taken by the device (ENOBUFS).
@@ -696,44 +700,49 @@ impl Router {
                 id, sock, rx, c, ..
             } = port;
             let mut app: Option<Instant> = None;
-            let n = sock
-                .recv_batch(rx, SLOT, RecvMode::Poll, |data, meta| {
-                    let now = *app.get_or_insert_with(|| {
-                        let now = lockstep_linux::now(*clock);
-                        // a frame start that has passed comes first
-                        if let Some(t) = node.poll_timeout() {
-                            if t.is_earliest() || now >= t {
-                                node.handle_timeout(now);
-                                if !t.is_earliest() {
-                                    wakeup.record((now - t).as_nanos());
-                                }
+            let got = sock.recv_batch(rx, SLOT, RecvMode::Poll, |data, meta| {
+                let now = *app.get_or_insert_with(|| {
+                    let now = lockstep_linux::now(*clock);
+                    // a frame start that has passed comes first
+                    if let Some(t) = node.poll_timeout() {
+                        if t.is_earliest() || now >= t {
+                            node.handle_timeout(now);
+                            if !t.is_earliest() {
+                                wakeup.record((now - t).as_nanos());
                             }
                         }
-                        now
-                    });
-                    c.rx_frames += 1;
-                    if meta.truncated {
-                        c.rx_truncated += 1;
-                        return;
                     }
-                    if meta.vlan.is_some() {
-                        c.vlan_stripped += 1;
+                    now
+                });
+                c.rx_frames += 1;
+                if meta.truncated {
+                    c.rx_truncated += 1;
+                    return;
+                }
+                if meta.vlan.is_some() {
+                    c.vlan_stripped += 1;
+                }
+                let rx_meta = RxMeta {
+                    kernel_rx: meta.kernel_rx.map(|k| map.to_target(k.ns)),
+                };
+                if meta.csum_not_ready {
+                    scratch.clear();
+                    scratch.extend_from_slice(data);
+                    if finish_l4_checksum(scratch) {
+                        c.csum_finished += 1;
                     }
-                    let rx_meta = RxMeta {
-                        kernel_rx: meta.kernel_rx.map(|k| map.to_target(k.ns)),
-                    };
-                    if meta.csum_not_ready {
-                        scratch.clear();
-                        scratch.extend_from_slice(data);
-                        if finish_l4_checksum(scratch) {
-                            c.csum_finished += 1;
-                        }
-                        node.handle_packet(now, *id, scratch, rx_meta);
-                    } else {
-                        node.handle_packet(now, *id, data, rx_meta);
-                    }
-                })
-                .with_context(|| format!("receiving on {}", c.ifname))?;
+                    node.handle_packet(now, *id, scratch, rx_meta);
+                } else {
+                    node.handle_packet(now, *id, data, rx_meta);
+                }
+            });
+            let n = match got {
+                Err(e) if e.transient() == Some(Transient::LinkDown) => {
+                    c.rx_link_down += 1;
+                    0
+                }
+                other => other.with_context(|| format!("receiving on {}", c.ifname))?,
+            };
             if n > 0 {
                 c.rx_batches += 1;
             }

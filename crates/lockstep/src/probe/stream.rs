@@ -494,7 +494,7 @@ impl SendErrors {
             Some(Transient::NoBuffers) => self.enobufs += 1,
             Some(Transient::WouldBlock) => self.eagain += 1,
             Some(Transient::Refused) => self.refused += 1,
-            None => {
+            Some(Transient::LinkDown) | None => {
                 self.other += 1;
                 self.last_other = Some(e.to_string());
             }

@@ -15,9 +15,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{hostfile, paper, SimRunArgs};
-use crate::lab::faults::{FaultCheck, FaultVerdict, FlowFacts, RunFacts};
+use crate::lab::faults::{self, FaultCheck, FaultVerdict};
 use crate::lab::results::{
-    assemble, flow_inputs, node_ids, router_report, Collected, FlowInput, FlowLine, FlowsMeter,
+    assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter,
     ScenarioLines, TxJoin,
 };
 use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
@@ -226,7 +226,7 @@ pub fn simulate(
     let inputs = flow_inputs(p, &none, &none);
     let tf_ns = p.run.tf.as_nanos();
     let mut meter = FlowsMeter::new(&inputs, tf_ns, duration.as_nanos(), &ids, &tx);
-    let mut check = (!p.faults.is_empty()).then(|| FaultCheck::new(fault_flows(p, &inputs)));
+    let mut check = (!p.faults.is_empty()).then(|| FaultCheck::new(faults::fault_flows(p, &inputs)));
     let started = wall_ns();
     let end = opts.start_ns.saturating_add(duration.as_nanos());
     let mut shown = started;
@@ -265,7 +265,7 @@ pub fn simulate(
             .node_events()
             .map(|(n, s)| (n.to_string(), s.slips))
             .collect();
-        c.judge(&p.faults, &run_facts(p, opts.start_ns, end), &sent, &slips)
+        c.judge(&p.faults, &faults::run_facts(p, opts.start_ns, end), &sent, &slips)
     });
     let measured: BTreeMap<u32, _> = inputs.iter().map(|f| f.id).zip(meter.finish()).collect();
     let routers: Vec<lockstep_core::tdp::NodeCounters> =
@@ -296,36 +296,6 @@ pub fn simulate(
             .map(|(n, s)| (n.to_string(), s.clone()))
             .collect(),
     })
-}
-
-/// The flows as the fault checks see them: path and promised window.
-pub(crate) fn fault_flows(p: &Plan, inputs: &[FlowInput<'_>]) -> Vec<FlowFacts> {
-    p.flows
-        .iter()
-        .map(|f| FlowFacts {
-            id: f.id,
-            name: f.name.clone(),
-            path: f.path.clone(),
-            window: inputs
-                .iter()
-                .find(|i| i.id == f.id)
-                .and_then(|i| i.window.clone()),
-        })
-        .collect()
-}
-
-/// The run's start and end on the probes' clock, its cycle and its guard.
-pub(crate) fn run_facts(p: &Plan, start_ns: i64, end_ns: i64) -> RunFacts {
-    let guard = p
-        .nodes
-        .iter()
-        .find_map(|n| n.config.as_ref().map(|c| c.node.frame.guard));
-    RunFacts {
-        start_ns,
-        end_ns,
-        cycle_ns: p.run.tf.as_nanos().saturating_mul(i64::from(p.k)),
-        guard_ns: guard.map_or(0, |g| g.as_nanos()),
-    }
 }
 
 fn progress(prefix: &str, e: &Engine, start: i64, duration: Duration, wall: i64) {
