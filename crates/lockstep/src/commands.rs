@@ -51,4 +51,10 @@ pub enum Command {
     /// undone (`apply`, `restore`, `hold-latency`).
     #[command(subcommand)]
     Host(crate::host::HostCmd),
+    /// A shell completion script on stdout (bash, zsh, fish, elvish, powershell), e.g.
+    /// `lockstep completions bash > ~/.local/share/bash-completion/completions/lockstep`.
+    Completions(crate::shell::CompletionsArgs),
+    /// Man pages for lockstep and every subcommand into a directory (`-o DIR`, default
+    /// `man`), e.g. `lockstep man -o /usr/local/share/man/man1`.
+    Man(crate::shell::ManArgs),
 }

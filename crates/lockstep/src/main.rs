@@ -18,6 +18,7 @@ mod lab;
 mod node;
 mod probe;
 mod report;
+mod shell;
 mod sim;
 
 use std::process::ExitCode;
@@ -56,6 +57,8 @@ fn main() -> ExitCode {
         commands::Command::Calc(args) => calc::run(args),
         commands::Command::Ctl(cmd) => ctl::run(cmd),
         commands::Command::Host(cmd) => host::run(cmd),
+        commands::Command::Completions(args) => shell::completions(args),
+        commands::Command::Man(args) => shell::man(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
