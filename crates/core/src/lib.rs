@@ -7,6 +7,7 @@
 //! - [`time`]: instants tagged with their clock, durations, the human duration syntax.
 //! - [`units`]: sizes, packet rates and bit rates with units (`1514B`, `100000pps`,
 //!   `100Mbit/s`).
+//! - [`limits`]: the largest (and smallest) value of every number a user gives.
 //! - [`frame`]: the common time reference of SPEC §1 — time-frames, cycles, parity bits.
 //! - [`stats`]: histograms, percentiles, RFC 3550 jitter, sequence accounting (SPEC §6).
 //! - [`wire`]: wire formats — the probe packet, Ethernet, IPv4, UDP, checksums —
@@ -28,6 +29,7 @@
 
 pub mod audit;
 pub mod frame;
+pub mod limits;
 pub mod margin;
 pub mod measure;
 pub mod names;

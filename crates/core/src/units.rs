@@ -20,6 +20,10 @@ pub enum ParseUnitError {
     BitRate(String),
     #[error("a bit rate must be above 0, got \"{0}\"")]
     ZeroBitRate(String),
+    #[error("\"{0}\" is above the limit of {limit}", limit = crate::limits::MAX_BIT_RATE_TEXT)]
+    BitRateTooHigh(String),
+    #[error("\"{0}\" is above the limit of {limit}", limit = crate::limits::MAX_PACKET_RATE_TEXT)]
+    PacketRateTooHigh(String),
 }
 
 /// A size in bytes.
@@ -123,6 +127,9 @@ impl FromStr for PacketRate {
         if v == 0 {
             return Err(err());
         }
+        if v > u128::from(crate::limits::MAX_PACKET_RATE_PPS) * 1000 {
+            return Err(ParseUnitError::PacketRateTooHigh(s.to_string()));
+        }
         u64::try_from(v)
             .map(|milli_pps| PacketRate { milli_pps })
             .map_err(|_| err())
@@ -173,6 +180,9 @@ impl FromStr for BitRate {
         let v = scaled(n, scale).ok_or_else(err)?;
         if v == 0 {
             return Err(ParseUnitError::ZeroBitRate(s.to_string()));
+        }
+        if v > u128::from(crate::limits::MAX_BIT_RATE_BPS) {
+            return Err(ParseUnitError::BitRateTooHigh(s.to_string()));
         }
         u64::try_from(v).map(BitRate).map_err(|_| err())
     }
@@ -252,6 +262,7 @@ impl<'de> Deserialize<'de> for BitRate {
                 if v == 0 {
                     return Err(E::custom("a bit rate must be above 0"));
                 }
+                crate::limits::bit_rate(v, &format!("{v} bit/s")).map_err(E::custom)?;
                 Ok(BitRate(v))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BitRate, E> {
@@ -341,6 +352,44 @@ mod tests {
     }
 
     #[test]
+    fn rates_have_an_upper_limit() {
+        assert_eq!(r_ok("1Tbit/s"), 1_000_000_000_000);
+        assert_eq!(r_ok("125GB/s"), 1_000_000_000_000);
+        assert_eq!(
+            "1000000000001bit/s"
+                .parse::<BitRate>()
+                .unwrap_err()
+                .to_string(),
+            "\"1000000000001bit/s\" is above the limit of 1 Tbit/s"
+        );
+        assert_eq!(
+            "2Tbit/s".parse::<BitRate>().unwrap_err(),
+            ParseUnitError::BitRateTooHigh("2Tbit/s".into())
+        );
+        assert_eq!(
+            serde_json::from_str::<BitRate>("1000000000001")
+                .unwrap_err()
+                .to_string(),
+            "1000000000001 bit/s is above the limit of 1 Tbit/s at line 1 column 13"
+        );
+        assert_eq!(
+            "100Mpps".parse::<PacketRate>().unwrap().milli_pps,
+            100_000_000_000
+        );
+        assert_eq!(
+            "100000000.001pps"
+                .parse::<PacketRate>()
+                .unwrap_err()
+                .to_string(),
+            "\"100000000.001pps\" is above the limit of 100 Mpps"
+        );
+    }
+
+    fn r_ok(s: &str) -> u64 {
+        s.parse::<BitRate>().unwrap().bps()
+    }
+
+    #[test]
     fn bit_rates_print_exactly_and_round_trip() {
         for (bps, text) in [
             (40_000_000, "40Mbit/s"),
@@ -368,7 +417,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn any_bit_rate_round_trips(bps in 1u64..u64::MAX) {
+        fn any_bit_rate_round_trips(bps in 1u64..=crate::limits::MAX_BIT_RATE_BPS) {
             let text = BitRate(bps).to_string();
             proptest::prop_assert_eq!(text.parse::<BitRate>().unwrap(), BitRate(bps));
         }

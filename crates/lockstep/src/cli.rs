@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lockstep_core::sched::{Policy, WaitStrategy};
-use lockstep_core::{ClockId, Duration};
+use lockstep_core::{limits, ClockId, Duration};
 
 /// Real-time setup of the measuring thread.
 #[derive(Args, Debug, Clone)]
@@ -20,7 +20,7 @@ pub struct RtArgs {
     #[arg(long, value_name = "fifo|rr|other", value_parser = parse_policy)]
     pub policy: Option<Policy>,
     /// Pin the measuring thread to this CPU.
-    #[arg(long, short = 'a', value_name = "CPU")]
+    #[arg(long, short = 'a', value_name = "CPU", value_parser = parse_cpu)]
     pub cpu: Option<usize>,
     /// Do not lock memory (mlockall is on by default, like cyclictest -m).
     #[arg(long)]
@@ -92,9 +92,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::parse(s).map_err(|e| e.to_string())
 }
 
+/// A positive duration of at most [`limits::MAX_DURATION`] (7 days).
 pub fn parse_duration_positive(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d.is_positive() {
+        limits::duration(d)?;
         Ok(d)
     } else {
         Err(format!(
@@ -103,6 +105,7 @@ pub fn parse_duration_positive(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A duration from 0 to [`limits::MAX_DURATION`].
 pub fn parse_duration_nonneg(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d.is_negative() {
@@ -110,8 +113,59 @@ pub fn parse_duration_nonneg(s: &str) -> Result<Duration, String> {
             "expected a duration of 0 or more like 5us, got \"{s}\""
         ))
     } else {
+        limits::duration(d)?;
         Ok(d)
     }
+}
+
+/// A simulated time: positive, at most [`limits::MAX_SIM_DURATION`] (1 day).
+pub fn parse_sim_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration_positive(s)?;
+    limits::sim_duration(d)?;
+    Ok(d)
+}
+
+/// A delay a model adds (processing, propagation): 0 to [`limits::MAX_DELAY`] (1 s).
+pub fn parse_delay(s: &str) -> Result<Duration, String> {
+    let d = parse_duration_nonneg(s)?;
+    limits::delay(d)?;
+    Ok(d)
+}
+
+/// A time-frame: [`limits::MIN_TF`] (1 µs) to [`limits::MAX_TF`] (10 s).
+pub fn parse_tf(s: &str) -> Result<Duration, String> {
+    let d = parse_duration_positive(s)?;
+    limits::tf(d)?;
+    Ok(d)
+}
+
+/// The period of a periodic probe: [`limits::MIN_INTERVAL`] (1 µs) to 7 days.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration_positive(s)?;
+    limits::interval(d)?;
+    Ok(d)
+}
+
+/// `--start-at-ns T`: at most [`limits::MAX_DURATION`] after `now` (both on the run's
+/// clock); an instant already past is the caller's to handle.
+pub fn check_start_at(t: i64, now: i64) -> Result<(), crate::UsageError> {
+    let ahead = Duration(t.saturating_sub(now));
+    limits::duration(ahead).map_err(|_| {
+        crate::UsageError(format!(
+            "--start-at-ns {t} is {ahead} from now, above the limit of {}",
+            limits::MAX_DURATION_TEXT
+        ))
+    })
+}
+
+/// A CPU number: 0 to [`limits::MAX_CPU`].
+pub fn parse_cpu(s: &str) -> Result<usize, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a CPU number (0, 1, …), got \"{s}\""))?;
+    limits::cpu(n)?;
+    Ok(n as usize)
 }
 
 /// A path, or the empty string `--samples` gets without a value (clap's own path
@@ -120,9 +174,13 @@ pub fn parse_path_or_empty(s: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(s))
 }
 
+/// A positive count of at most [`limits::MAX_COUNT`] (10¹²).
 pub fn parse_count(s: &str) -> Result<u64, String> {
     match s.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
+        Ok(n) if n > 0 => {
+            limits::count(n)?;
+            Ok(n)
+        }
         _ => Err(format!("expected a positive whole number, got \"{s}\"")),
     }
 }
@@ -218,6 +276,50 @@ mod tests {
         assert_eq!(
             parse_count("-3").unwrap_err(),
             "expected a positive whole number, got \"-3\""
+        );
+        assert_eq!(
+            parse_duration_positive("8d").unwrap_err(),
+            "unknown unit \"d\" in \"8d\" (expected ns, us, ms, s or min)"
+        );
+        assert_eq!(
+            parse_duration_positive("604801s").unwrap_err(),
+            "604801s is above the limit of 7 days (604800s)"
+        );
+        assert_eq!(
+            parse_duration_nonneg("10081min").unwrap_err(),
+            "604860s is above the limit of 7 days (604800s)"
+        );
+        assert_eq!(
+            parse_count("1000000000001").unwrap_err(),
+            "1000000000001 is above the limit of 1000000000000"
+        );
+        assert_eq!(parse_count("1000000000000").unwrap(), 1_000_000_000_000);
+        assert_eq!(
+            parse_sim_duration("86401s").unwrap_err(),
+            "86401s is above the limit of 1 day (86400s)"
+        );
+        assert_eq!(
+            parse_delay("2s").unwrap_err(),
+            "2s is above the limit of 1s"
+        );
+        assert_eq!(
+            parse_tf("500ns").unwrap_err(),
+            "a time-frame of 500ns is below the limit of 1us"
+        );
+        assert_eq!(
+            parse_interval("999ns").unwrap_err(),
+            "999ns is below the limit of 1us"
+        );
+        assert_eq!(
+            parse_cpu("65537").unwrap_err(),
+            "CPU 65537 is above the limit of 65536"
+        );
+        let week = limits::MAX_DURATION.as_nanos();
+        assert!(check_start_at(5 + week, 5).is_ok());
+        assert!(check_start_at(-5, 5).is_ok());
+        assert_eq!(
+            check_start_at(6 + week, 5).unwrap_err().to_string(),
+            "--start-at-ns 604800000000006 is 604800.000000001s from now, above the limit of 7 days (604800s)"
         );
         assert_eq!(parse_dscp("0x2e").unwrap(), 46);
         assert!(parse_dscp("64").is_err());

@@ -287,6 +287,29 @@ fn size(field: String, s: &str) -> Result<Size, FieldError> {
     s.parse().map_err(|e| bad(field, format!("{e}")))
 }
 
+/// Largest bucket or queue limit: tc counts them in 32-bit bytes.
+const MAX_TC_BYTES: u64 = u32::MAX as u64;
+/// Largest `max_packet` (tbf's `mtu`): the largest IPv4 packet.
+const MAX_TC_PACKET: u64 = 65_535;
+/// Longest tbf `latency`.
+const MAX_TBF_LATENCY: Duration = Duration::from_secs(10);
+
+/// `s` as a size of at most `max` bytes.
+fn size_at_most(field: String, s: &str, max: u64) -> Result<Size, FieldError> {
+    let v = size(field.clone(), s)?;
+    if v.bytes() > max {
+        return Err(bad(field, format!("{v} is above the limit of {max}B")));
+    }
+    Ok(v)
+}
+
+/// `s` as a positive duration of at most `max`.
+fn duration_at_most(field: String, s: &str, max: Duration) -> Result<Duration, FieldError> {
+    let d = positive_duration(field.clone(), s)?;
+    lockstep_core::limits::duration_at_most(d, max, &max.to_string()).map_err(|m| bad(field, m))?;
+    Ok(d)
+}
+
 fn positive_duration(field: String, s: &str) -> Result<Duration, FieldError> {
     let d = Duration::parse(s).map_err(|e| bad(field.clone(), e.to_string()))?;
     if d.is_positive() {
@@ -367,9 +390,9 @@ fn check_flow(i: usize, raw: &RawFlow) -> Result<FlowSpec, FieldError> {
     lockstep_core::names::check(raw.name.trim()).map_err(|m| bad(format!("{at}.name"), m))?;
     let dev = check_dev(format!("{at}.dev"), &raw.dev)?;
     let r = rate(format!("{at}.rate"), &raw.rate)?;
-    let burst = size(format!("{at}.burst"), &raw.burst)?;
+    let burst = size_at_most(format!("{at}.burst"), &raw.burst, MAX_TC_BYTES)?;
     let max_packet = match &raw.max_packet {
-        Some(s) => size(format!("{at}.max_packet"), s)?,
+        Some(s) => size_at_most(format!("{at}.max_packet"), s, MAX_TC_PACKET)?,
         None => DEFAULT_MAX_PACKET,
     };
     if max_packet.bytes() == 0 {
@@ -413,12 +436,12 @@ fn check_flow(i: usize, raw: &RawFlow) -> Result<FlowSpec, FieldError> {
     let latency = raw
         .latency
         .as_deref()
-        .map(|s| positive_duration(format!("{at}.latency"), s))
+        .map(|s| duration_at_most(format!("{at}.latency"), s, MAX_TBF_LATENCY))
         .transpose()?;
     let limit = raw
         .limit
         .as_deref()
-        .map(|s| size(format!("{at}.limit"), s))
+        .map(|s| size_at_most(format!("{at}.limit"), s, MAX_TC_BYTES))
         .transpose()?;
     if latency.is_some() && limit.is_some() {
         return Err(bad(
@@ -508,6 +531,7 @@ fn check_port(i: usize, raw: &RawPort, opts: &Options) -> Result<PortSpec, Field
     let at = format!("port[{i}]");
     let dev = check_dev(format!("{at}.dev"), &raw.dev)?;
     let tf = positive_duration(format!("{at}.tf"), &raw.tf)?;
+    lockstep_core::limits::tf(tf).map_err(|m| bad(format!("{at}.tf"), m))?;
     let k = match u32::try_from(raw.k) {
         Ok(k) if (1..=MAX_FRAMES).contains(&k) => k,
         _ => {
@@ -549,7 +573,11 @@ fn check_port(i: usize, raw: &RawPort, opts: &Options) -> Result<PortSpec, Field
     };
     let epoch_ns = raw.epoch_ns.unwrap_or(0);
     let etf_delta = match &raw.etf_delta {
-        Some(s) => positive_duration(format!("{at}.etf_delta"), s)?,
+        Some(s) => duration_at_most(
+            format!("{at}.etf_delta"),
+            s,
+            lockstep_core::limits::MAX_DELAY,
+        )?,
         None => DEFAULT_ETF_DELTA,
     };
     let txtime_assist = opts.txtime_assist || raw.txtime_assist.unwrap_or(false);
@@ -1656,6 +1684,63 @@ rows = [2, { slot = 0, packets = 3, size = 1000 }, { slot = 3, packets = 0 }]
         assert_eq!(
             lines(&d)[1],
             "tc qdisc replace dev p0 parent 100:2 etf clockid CLOCK_TAI delta 200000"
+        );
+    }
+
+    #[test]
+    fn every_number_has_a_limit() {
+        let flow = |from: &str, to: &str| {
+            assert!(FLOW.contains(from), "{from}");
+            err(&FLOW.replace(from, to)).to_string()
+        };
+        assert_eq!(
+            flow("rate = \"40Mbit/s\"", "rate = \"1.5Tbit/s\""),
+            "flow[0].rate: \"1.5Tbit/s\" is above the limit of 1 Tbit/s"
+        );
+        assert_eq!(
+            flow("burst = \"51514B\"", "burst = \"4294967296B\""),
+            "flow[0].burst: 4294967296B is above the limit of 4294967295B"
+        );
+        assert_eq!(
+            flow(
+                "burst = \"51514B\"",
+                "burst = \"51514B\"\nmax_packet = \"65536B\""
+            ),
+            "flow[0].max_packet: 65536B is above the limit of 65535B"
+        );
+        assert_eq!(
+            flow("burst = \"51514B\"", "burst = \"51514B\"\nlimit = \"5GB\""),
+            "flow[0].limit: 5000000000B is above the limit of 4294967295B"
+        );
+        assert_eq!(
+            flow(
+                "burst = \"51514B\"",
+                "burst = \"51514B\"\nlatency = \"11s\""
+            ),
+            "flow[0].latency: 11s is above the limit of 10s"
+        );
+        assert_eq!(
+            flow(
+                "rate = \"40Mbit/s\"",
+                "rate = \"40Mbit/s\"\npeak = \"2Tbit/s\""
+            ),
+            "flow[0].peak: \"2Tbit/s\" is above the limit of 1 Tbit/s"
+        );
+        let port = |from: &str, to: &str| {
+            assert!(PORT.contains(from), "{from}");
+            err(&PORT.replace(from, to)).to_string()
+        };
+        assert_eq!(
+            port("tf = \"250us\"", "tf = \"999ns\""),
+            "port[0].tf: a time-frame of 999ns is below the limit of 1us"
+        );
+        assert_eq!(
+            port("tf = \"250us\"", "tf = \"10.5s\""),
+            "port[0].tf: a time-frame of 10.5s is above the limit of 10s"
+        );
+        assert_eq!(
+            port("k = 4", "k = 4\netf_delta = \"2s\""),
+            "port[0].etf_delta: 2s is above the limit of 1s"
         );
     }
 

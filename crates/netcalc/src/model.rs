@@ -5,6 +5,8 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+use lockstep_core::limits;
+
 use crate::curve::Curve;
 use crate::q::Q;
 use crate::units::{Shown, Unit};
@@ -180,6 +182,102 @@ impl std::error::Error for InputError {}
 
 pub(crate) fn rate_text(r: &Q) -> String {
     Shown::new(r, Unit::Mbps).to_string()
+}
+
+/// The limits of a network's values (`lockstep_core::limits`): the largest rate, data,
+/// packet, latency and deadline, in base units.
+fn max_rate() -> Q {
+    Q::int(limits::MAX_BIT_RATE_BPS as i64)
+}
+fn max_data() -> Q {
+    Q::int(8 * limits::MAX_DATA_BYTES as i64)
+}
+fn max_packet() -> Q {
+    Q::int(8 * limits::MAX_PACKET_BYTES as i64)
+}
+fn seconds(d: lockstep_core::Duration) -> Q {
+    Q::ratio(i128::from(d.as_nanos()), 1_000_000_000).unwrap_or_default()
+}
+
+/// `value` (in `unit`'s base) at most `max`, or the error for `field`.
+fn at_most(value: &Q, max: &Q, unit: Unit, limit: &str, field: Field) -> Result<(), InputError> {
+    if value > max {
+        return Err(InputError::at(
+            field,
+            format!("{} is above the limit of {limit}", Shown::new(value, unit)),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that a network has at most [`limits::MAX_NETWORK_SERVERS`] servers and
+/// [`limits::MAX_NETWORK_FLOWS`] flows.
+pub fn check_size(servers: usize, flows: usize) -> Result<(), InputError> {
+    if servers > limits::MAX_NETWORK_SERVERS {
+        return Err(InputError::at(
+            Field::new("server", None, None),
+            format!(
+                "{servers} servers is above the limit of {}",
+                limits::MAX_NETWORK_SERVERS
+            ),
+        ));
+    }
+    if flows > limits::MAX_NETWORK_FLOWS {
+        return Err(InputError::at(
+            Field::new("flow", None, None),
+            format!(
+                "{flows} flows is above the limit of {}",
+                limits::MAX_NETWORK_FLOWS
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The limits of a server's values as a user gives them (a network file, a request):
+/// rate at most 1 Tbit/s, latency at most 1 s, buffer at most 1 TB. The analyses
+/// themselves take any value.
+pub fn check_server_limits(s: &Server, field: &dyn Fn(&str) -> Field) -> Result<(), InputError> {
+    let rate_limit = limits::MAX_BIT_RATE_TEXT;
+    at_most(&s.rate, &max_rate(), Unit::Mbps, rate_limit, field("rate"))?;
+    let latency = seconds(limits::MAX_SERVER_LATENCY);
+    at_most(&s.latency, &latency, Unit::Us, "1 s", field("latency"))?;
+    if let Some(b) = &s.buffer {
+        at_most(b, &max_data(), Unit::Bytes, "1 TB", field("buffer"))?;
+    }
+    Ok(())
+}
+
+/// The limits of a flow's values as a user gives them: rate and peak at most
+/// 1 Tbit/s, burst at most 1 TB, max_packet at most 65535 B, deadline at most 7 days.
+pub fn check_flow_limits(f: &Flow, field: &dyn Fn(&str) -> Field) -> Result<(), InputError> {
+    let rate_limit = limits::MAX_BIT_RATE_TEXT;
+    at_most(&f.rate, &max_rate(), Unit::Mbps, rate_limit, field("rate"))?;
+    at_most(&f.burst, &max_data(), Unit::Bytes, "1 TB", field("burst"))?;
+    if let Some(c) = &f.peak {
+        at_most(c, &max_rate(), Unit::Mbps, rate_limit, field("peak"))?;
+    }
+    if let Some(m) = &f.max_packet {
+        at_most(m, &max_packet(), Unit::Bytes, "65535 B", field("max_packet"))?;
+    }
+    if let Some(d) = &f.deadline {
+        let week = seconds(limits::MAX_DURATION);
+        at_most(d, &week, Unit::Us, limits::MAX_DURATION_TEXT, field("deadline"))?;
+    }
+    Ok(())
+}
+
+/// [`check_size`], [`check_server_limits`] and [`check_flow_limits`] for a whole
+/// network, the errors naming each entry by its place.
+pub fn check_limits(net: &Network) -> Result<(), InputError> {
+    check_size(net.servers.len(), net.flows.len())?;
+    for (i, s) in net.servers.iter().enumerate() {
+        check_server_limits(s, &|k| Field::new("server", Some(i), Some(&s.name)).key(k))?;
+    }
+    for (i, f) in net.flows.iter().enumerate() {
+        check_flow_limits(f, &|k| Field::new("flow", Some(i), Some(&f.name)).key(k))?;
+    }
+    Ok(())
 }
 
 /// Checks one server on its own.

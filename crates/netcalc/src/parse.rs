@@ -96,17 +96,22 @@ pub fn parse_network(text: &str) -> Result<Network, InputError> {
             ));
         }
     }
-    let servers = tables(&ctx, root, "server")?
+    let server_tables = tables(&ctx, root, "server")?;
+    let flow_tables = tables(&ctx, root, "flow")?;
+    crate::model::check_size(server_tables.len(), flow_tables.len())?;
+    let servers = server_tables
         .into_iter()
         .enumerate()
         .map(|(i, (span, t))| server(&ctx, i, span, t))
         .collect::<Result<Vec<_>, _>>()?;
-    let flows = tables(&ctx, root, "flow")?
+    let flows = flow_tables
         .into_iter()
         .enumerate()
         .map(|(i, (span, t))| flow(&ctx, i, span, t))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Network { servers, flows })
+    let net = Network { servers, flows };
+    crate::model::check_limits(&net).map_err(|e| locate(text, e))?;
+    Ok(net)
 }
 
 /// Parses and validates a network file: the admission state with every bound.

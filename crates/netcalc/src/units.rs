@@ -22,6 +22,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The base unit values of this kind are kept in.
+    pub fn base(self) -> &'static str {
+        match self {
+            Kind::Data => "bit",
+            Kind::Time => "s",
+            Kind::Rate => "bit/s",
+        }
+    }
+
     /// How the error message describes the expected form.
     pub fn expected(self) -> &'static str {
         match self {
@@ -40,6 +49,11 @@ pub struct UnitError {
     pub text: String,
     pub hint: Option<String>,
 }
+
+/// The largest denominator a value may have in its base unit (bit, s, bit/s): a
+/// picosecond is the finest time. Sums of many values with large coprime denominators
+/// would make every later computation slow.
+pub const MAX_DENOMINATOR: u64 = lockstep_core::limits::MAX_DENOMINATOR;
 
 /// Most digits a number may have (numerator and denominator of a fraction
 /// together): far more than any physical quantity needs, few enough that no value
@@ -69,10 +83,17 @@ pub fn parse(kind: Kind, text: &str) -> Result<Q, UnitError> {
         Kind::Time => time_unit(unit),
         Kind::Rate => rate_unit(unit),
     };
-    match scale {
-        Some(s) => Ok(value * s),
-        None => Err(err(Some(unit_hint(kind, unit)))),
+    let value = match scale {
+        Some(s) => value * s,
+        None => return Err(err(Some(unit_hint(kind, unit)))),
+    };
+    if value.parts().1 > BigInt::from(MAX_DENOMINATOR) {
+        return Err(err(Some(format!(
+            "finer than 1/{MAX_DENOMINATOR} {}: a value's denominator is at most 10^12",
+            kind.base()
+        ))));
     }
+    Ok(value)
 }
 
 /// Parses data (bits).
@@ -381,6 +402,19 @@ mod tests {
         assert!(rate("10Mbit/fortnight").is_err());
         assert!(rate("1/0Mbit/s").is_err());
         assert!(time("1.2.3ms").is_err());
+        // the finest value is 10^-12 of the base unit
+        assert_eq!(time("1ps").unwrap(), qq(1, 1_000_000_000_000));
+        assert_eq!(time("3/7us").unwrap(), qq(3, 7_000_000));
+        assert_eq!(
+            time("1/7ps").unwrap_err().to_string(),
+            "expected a duration like 20us, 1ms or 0.5ms, got \"1/7ps\" (finer than 1/1000000000000 s: a value's denominator is at most 10^12)"
+        );
+        assert_eq!(
+            rate("1/1000000000001bit/s").unwrap_err().to_string(),
+            "expected a rate like 100Mbit/s or 20B/us, got \"1/1000000000001bit/s\" (finer than 1/1000000000000 bit/s: a value's denominator is at most 10^12)"
+        );
+        assert!(data("0.000000000001bit").is_ok());
+        assert!(data("0.0000000000001bit").is_err());
         assert!(time(".ms").is_err());
         assert!(data("").is_err());
     }

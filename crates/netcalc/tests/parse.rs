@@ -96,3 +96,66 @@ fn errors_name_line_and_field() {
     )
     .starts_with("line 5: "));
 }
+
+#[test]
+fn every_value_has_a_limit() {
+    assert_eq!(
+        err(&NET.replace("rate = \"1Gbps\"", "rate = \"1000.001Gbps\"")),
+        "line 9: server[1] \"s1\".rate: 1000001 Mbit/s is above the limit of 1 Tbit/s"
+    );
+    assert!(load(&NET.replace("rate = \"1Gbps\"", "rate = \"1000Gbps\"")).is_ok());
+    assert_eq!(
+        err(&NET.replace("latency = \"20us\"", "latency = \"1.5s\"")),
+        "line 10: server[1] \"s1\".latency: 1500000 us is above the limit of 1 s"
+    );
+    assert_eq!(
+        err(&NET.replace("buffer = \"2MiB\"", "buffer = \"1000000000001B\"")),
+        "line 5: server[0] \"s0\".buffer: 1000000000001 B is above the limit of 1 TB"
+    );
+    assert_eq!(
+        err(&NET.replace("rate = \"40Mbit/s\"", "rate = \"2000Gbit/s\"")),
+        "line 16: flow[0] \"f0\".rate: 2000000 Mbit/s is above the limit of 1 Tbit/s"
+    );
+    assert_eq!(
+        err(&NET.replace("peak = \"100Mbit/s\"", "peak = \"2000Gbit/s\"")),
+        "line 18: flow[0] \"f0\".peak: 2000000 Mbit/s is above the limit of 1 Tbit/s"
+    );
+    assert_eq!(
+        err(&NET
+            .replace("burst = \"25B\"", "burst = \"1000000000001B\"")
+            .replace("peak = \"100Mbit/s\"\n", "")
+            .replace("max_packet = \"25B\"\n", "")),
+        "line 17: flow[0] \"f0\".burst: 1000000000001 B is above the limit of 1 TB"
+    );
+    assert_eq!(
+        err(&NET
+            .replace("burst = \"25B\"", "burst = \"70000B\"")
+            .replace("max_packet = \"25B\"", "max_packet = \"65536B\"")),
+        "line 19: flow[0] \"f0\".max_packet: 65536 B is above the limit of 65535 B"
+    );
+    assert_eq!(
+        err(&NET.replace("deadline = \"1ms\"", "deadline = \"604801s\"")),
+        "line 20: flow[0] \"f0\".deadline: 604801000000 us is above the limit of 7 days (604800s)"
+    );
+    assert_eq!(
+        err(&NET.replace("latency = \"20us\"", "latency = \"1/7ps\"")),
+        "line 10: server[1] \"s1\".latency: expected a duration like 20us, 1ms or 0.5ms, got \"1/7ps\" (finer than 1/1000000000000 s: a value's denominator is at most 10^12)"
+    );
+}
+
+#[test]
+fn a_network_has_at_most_100000_servers_and_flows() {
+    assert_eq!(
+        lockstep_netcalc::model::check_size(100_001, 0)
+            .unwrap_err()
+            .to_string(),
+        "server: 100001 servers is above the limit of 100000"
+    );
+    assert_eq!(
+        lockstep_netcalc::model::check_size(1, 100_001)
+            .unwrap_err()
+            .to_string(),
+        "flow: 100001 flows is above the limit of 100000"
+    );
+    assert!(lockstep_netcalc::model::check_size(100_000, 100_000).is_ok());
+}

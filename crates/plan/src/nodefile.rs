@@ -334,6 +334,14 @@ fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
         if m.is_negative() {
             return err("margin", format!("{m} is negative"));
         }
+        if let Err(message) = lockstep_core::limits::delay(m) {
+            return err("margin", message);
+        }
+    }
+    if let Some(cpu) = live.cpu {
+        if let Err(message) = lockstep_core::limits::cpu(cpu as u64) {
+            return err("cpu", message);
+        }
     }
     if let Some(ns) = &live.netns {
         if !lockstep_core::net::netns_name_ok(ns) {
@@ -403,6 +411,11 @@ fn check_sender(file: &NodeFile) -> Result<(), (String, String)> {
                     lf.flow
                 ),
             ));
+        }
+        if let Some(n) = lf.count {
+            if let Err(message) = lockstep_core::limits::count(n) {
+                return Err((field("count"), message));
+            }
         }
         if lf.dst.or(nf.dst).is_none() {
             return Err((
@@ -737,6 +750,39 @@ size = 200
         assert_eq!(e.field.as_deref(), Some("live.flows[0].dst"));
         let e = p(SENDER.split("[[live.flows]]").next().unwrap()).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("live.flows"));
+    }
+
+    #[test]
+    fn every_number_has_a_limit() {
+        let msg = |text: &str| p(text).unwrap_err().to_string();
+        assert_eq!(
+            msg(&ROUTER.replace("k = 4", "k = 100001")),
+            "node.toml, line 9, column 1, field node.frame.k: k = 100001 is above the limit of 100000 frames per cycle"
+        );
+        assert_eq!(
+            msg(&ROUTER.replace("tf = \"1ms\"", "tf = \"500ns\"")),
+            "node.toml, line 8, column 1, field node.frame.tf: a time-frame of 500ns is below the limit of 1us"
+        );
+        assert_eq!(
+            msg(&ROUTER.replacen("rate_bps = 1000000000", "rate_bps = 1000000000001", 1)),
+            "node.toml, line 17, column 1, field node.ports[0].rate_bps: 1000000000001 bit/s is above the limit of 1 Tbit/s"
+        );
+        assert_eq!(
+            msg(&ROUTER.replace("[live]", "[node.best_effort]\nqueue = 1000001\n\n[live]")),
+            "node.toml, line 33, column 1, field node.best_effort.queue: 1000001 packets is above the limit of 1000000"
+        );
+        assert_eq!(
+            msg(&ROUTER.replace("batch = 16", "batch = 16\nmargin = \"2s\"")),
+            "node.toml, line 35, column 1, field live.margin: 2s is above the limit of 1s"
+        );
+        assert_eq!(
+            msg(&ROUTER.replace("batch = 16", "batch = 16\ncpu = 65537")),
+            "node.toml, line 35, column 1, field live.cpu: CPU 65537 is above the limit of 65536"
+        );
+        assert_eq!(
+            msg(&SENDER.replace("size = 200", "size = 200\ncount = 1000000000001")),
+            "node.toml, line 26, column 1, field live.flows[0].count: 1000000000001 is above the limit of 1000000000000"
+        );
     }
 
     #[test]

@@ -67,7 +67,7 @@ use lockstep_core::sched::WaitStrategy;
 use lockstep_core::tdp::{Role, SlipAction};
 use lockstep_core::units::{PacketRate, Size};
 use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN, MIN_RECORDED_HOPS};
-use lockstep_core::Duration;
+use lockstep_core::{limits, Duration};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
@@ -715,6 +715,7 @@ pub fn parse_bit_rate(s: &str) -> Result<u64, String> {
     if bps == 0 {
         return Err(format!("a rate must be positive, got \"{s}\""));
     }
+    limits::bit_rate(bps, &format!("\"{s}\""))?;
     Ok(bps)
 }
 
@@ -771,6 +772,24 @@ fn parse_drift_ppb(text: &str) -> Result<u32, String> {
         return Err(format!("drift {text} is outside 0 to 10000ppm"));
     }
     Ok(ppb as u32)
+}
+
+/// The numbers of `[[node]]`, `[[link]]` and `[[flow]]` tables against their limits:
+/// the first table over its limit and the message.
+fn table_counts(nodes: usize, links: usize, flows: usize) -> Result<(), (&'static str, String)> {
+    for (table, n, max) in [
+        ("node", nodes, limits::MAX_SCENARIO_NODES),
+        ("link", links, limits::MAX_SCENARIO_LINKS),
+        ("flow", flows, limits::MAX_SCENARIO_FLOWS),
+    ] {
+        if n > max {
+            return Err((
+                table,
+                format!("{n} [[{table}]] tables is above the limit of {max}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The TTL senders give their packets; routers route a looping flow on it.
@@ -912,6 +931,17 @@ impl Scenario {
         if tf_texts.is_empty() {
             return Err(c.err(&sc.tf, "scenario.tf", "give at least one time-frame length"));
         }
+        if tf_texts.len() > limits::MAX_TFS {
+            return Err(c.err(
+                &sc.tf,
+                "scenario.tf",
+                format!(
+                    "{} time-frames is above the limit of {} (each is a run per mode)",
+                    tf_texts.len(),
+                    limits::MAX_TFS
+                ),
+            ));
+        }
         let mut tfs = Vec::new();
         for t in &tf_texts {
             let d = Duration::parse(t).map_err(|e| c.err(&sc.tf, "scenario.tf", e.to_string()))?;
@@ -922,6 +952,7 @@ impl Scenario {
                     format!("a time-frame must be positive, got \"{t}\""),
                 ));
             }
+            limits::tf(d).map_err(|m| c.err(&sc.tf, "scenario.tf", m))?;
             if tfs.contains(&d) {
                 return Err(c.err(&sc.tf, "scenario.tf", format!("{d} is listed twice")));
             }
@@ -936,11 +967,14 @@ impl Scenario {
                     format!("k = {v}: a time-cycle needs at least one frame"),
                 ))
             }
-            v if v > 1_000_000 => {
+            v if v > i64::from(limits::MAX_K) => {
                 return Err(c.err(
                     &sc.k,
                     "scenario.k",
-                    format!("k = {v} is more than 1000000 frames"),
+                    format!(
+                        "k = {v} is above the limit of {} frames per cycle",
+                        limits::MAX_K
+                    ),
                 ))
             }
             v => v as u32,
@@ -975,6 +1009,7 @@ impl Scenario {
                 if v.is_negative() {
                     return Err(c.err(p, "scenario.processing", "must not be negative"));
                 }
+                limits::delay(v).map_err(|m| c.err(p, "scenario.processing", m))?;
                 v
             }
             None => Duration::ZERO,
@@ -1007,7 +1042,11 @@ impl Scenario {
             }
         }
         let duration = match &sc.duration {
-            Some(d) => c.positive_duration(d, "scenario.duration")?,
+            Some(d) => {
+                let v = c.positive_duration(d, "scenario.duration")?;
+                limits::sim_duration(v).map_err(|m| c.err(d, "scenario.duration", m))?;
+                v
+            }
             None => Duration::from_secs(10),
         };
         let sources = match &sc.sources {
@@ -1122,6 +1161,10 @@ impl Scenario {
             },
         };
 
+        if let Err((table, m)) = table_counts(raw_nodes.len(), raw_links.len(), raw_flows.len()) {
+            return Err(src.error(&(0..0), table, m));
+        }
+
         // [[node]]
         let mut nodes: Vec<NodeSpec> = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
@@ -1170,7 +1213,10 @@ impl Scenario {
             };
             let cpu = match &n.cpu {
                 None => None,
-                Some(v) if *v.get_ref() >= 0 => Some(*v.get_ref() as usize),
+                Some(v) if *v.get_ref() >= 0 => {
+                    limits::cpu(*v.get_ref() as u64).map_err(|m| c.err(v, &f("cpu"), m))?;
+                    Some(*v.get_ref() as usize)
+                }
                 Some(v) => return Err(c.err(v, &f("cpu"), "a CPU number is not negative")),
             };
             let priority = match &n.priority {
@@ -1658,7 +1704,10 @@ impl Scenario {
             };
             let count = match &fl.count {
                 None => None,
-                Some(v) if *v.get_ref() >= 1 => Some(*v.get_ref() as u64),
+                Some(v) if *v.get_ref() >= 1 => {
+                    limits::count(*v.get_ref() as u64).map_err(|m| c.err(v, &f("count"), m))?;
+                    Some(*v.get_ref() as u64)
+                }
                 Some(v) => return Err(c.err(v, &f("count"), "count must be at least 1")),
             };
             if sources == Sources::Asynchronous {
@@ -1919,6 +1968,9 @@ impl Scenario {
         let checked: Vec<(RunMode, Duration)> =
             self.runs().iter().map(|r| (r.mode, r.tf)).collect();
         if let Some(tf) = tf {
+            if let Err(m) = limits::tf(tf) {
+                return Err(self.error_at(&self.tf_loc.clone(), format!("--tf {tf}: {m}")));
+            }
             if self.guard >= tf {
                 return Err(self.error_at(
                     &self.tf_loc.clone(),
@@ -1968,8 +2020,12 @@ impl Scenario {
         }
         let k = i64::from(s);
         let f = u64::from(s);
-        for tf in &mut self.tfs {
-            *tf = Duration(tf.as_nanos() * k);
+        for i in 0..self.tfs.len() {
+            let tf = Duration(self.tfs[i].as_nanos() * k);
+            if let Err(m) = limits::tf(tf) {
+                return Err(self.error_at(&self.tf_loc, format!("time scale {s}: {m}")));
+            }
+            self.tfs[i] = tf;
         }
         self.guard = Duration(self.guard.as_nanos() * k);
         self.processing = Duration(self.processing.as_nanos() * k);

@@ -339,6 +339,104 @@ fn bit_rates_are_exact() {
 }
 
 #[test]
+fn every_number_has_a_limit() {
+    assert_eq!(
+        err(&edit("k = 4", "k = 100001")),
+        "t.toml:4:5: scenario.k: k = 100001 is above the limit of 100000 frames per cycle"
+    );
+    assert_eq!(
+        err(&edit("tf = \"1ms\"", "tf = \"999ns\"")),
+        "t.toml:3:6: scenario.tf: a time-frame of 999ns is below the limit of 1us"
+    );
+    assert_eq!(
+        err(&edit("tf = \"1ms\"", "tf = [\"1ms\", \"11s\"]")),
+        "t.toml:3:6: scenario.tf: a time-frame of 11s is above the limit of 10s"
+    );
+    let many: Vec<String> = (1..=65).map(|i| format!("\"{i}ms\"")).collect();
+    assert_eq!(
+        err(&edit(
+            "tf = \"1ms\"",
+            &format!("tf = [{}]", many.join(", "))
+        )),
+        "t.toml:3:6: scenario.tf: 65 time-frames is above the limit of 64 (each is a run per mode)"
+    );
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nduration = \"86401s\"")),
+        "t.toml:6:12: scenario.duration: 86401s is above the limit of 1 day (86400s)"
+    );
+    assert!(Scenario::parse("t.toml", &edit("d = 1", "d = 1\nduration = \"1440min\"")).is_ok());
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nprocessing = \"1.5s\"")),
+        "t.toml:6:14: scenario.processing: 1.5s is above the limit of 1s"
+    );
+    assert_eq!(
+        err(&edit(
+            "rate = \"100Mbit/s\"\n\n[[link]]\nbetween = [\"r1\"",
+            "rate = \"1000.001Gbit/s\"\n\n[[link]]\nbetween = [\"r1\""
+        )),
+        "t.toml:21:8: link[0].rate: \"1000.001Gbit/s\" is above the limit of 1 Tbit/s"
+    );
+    assert_eq!(parse_bit_rate("1000Gbit/s"), Ok(1_000_000_000_000));
+    assert_eq!(
+        err(&edit(
+            "size = \"200B\"",
+            "size = \"200B\"\nrate = \"100000001pps\""
+        )),
+        "t.toml:31:8: flow[0].rate: \"100000001pps\" is above the limit of 100 Mpps"
+    );
+    assert_eq!(
+        err(&edit(
+            "size = \"200B\"",
+            "size = \"200B\"\ncount = 1000000000001"
+        )),
+        "t.toml:31:9: flow[0].count: 1000000000001 is above the limit of 1000000000000"
+    );
+    assert_eq!(
+        err(&edit("role = \"core\"", "role = \"core\"\ncpu = 65537")),
+        "t.toml:14:7: node[1].cpu: CPU 65537 is above the limit of 65536"
+    );
+    let s = Scenario::parse("t.toml", BASE).unwrap();
+    assert_eq!(
+        s.clone()
+            .with_overrides(Some(Duration::from_nanos(500)), None)
+            .unwrap_err()
+            .to_string(),
+        "t.toml:3:6: scenario.tf: --tf 500ns: a time-frame of 500ns is below the limit of 1us"
+    );
+    let slow = Scenario::parse("t.toml", &edit("tf = \"1ms\"", "tf = \"60ms\"")).unwrap();
+    assert_eq!(
+        slow.scaled(200).unwrap_err().to_string(),
+        "t.toml:3:6: scenario.tf: time scale 200: a time-frame of 12s is above the limit of 10s"
+    );
+}
+
+#[test]
+fn the_tables_of_a_scenario_are_counted() {
+    assert_eq!(table_counts(1_000_000, 2_000_000, 1_000_000), Ok(()));
+    assert_eq!(
+        table_counts(1_000_001, 0, 0),
+        Err((
+            "node",
+            "1000001 [[node]] tables is above the limit of 1000000".into()
+        ))
+    );
+    assert_eq!(
+        table_counts(2, 2_000_001, 0),
+        Err((
+            "link",
+            "2000001 [[link]] tables is above the limit of 2000000".into()
+        ))
+    );
+    assert_eq!(
+        table_counts(2, 1, 1_000_001),
+        Err((
+            "flow",
+            "1000001 [[flow]] tables is above the limit of 1000000".into()
+        ))
+    );
+}
+
+#[test]
 fn command_line_overrides_are_checked_too() {
     let s = Scenario::parse("t.toml", BASE).unwrap();
     let o = s

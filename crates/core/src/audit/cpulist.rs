@@ -49,6 +49,11 @@ pub fn parse(text: &str) -> Result<Vec<usize>, String> {
                 out.push(cpu);
             }
         }
+        // A list that repeats a range keeps at most one copy of each CPU in memory.
+        if out.len() > MAX_CPU + 1 {
+            out.sort_unstable();
+            out.dedup();
+        }
     }
     out.sort_unstable();
     out.dedup();
@@ -94,6 +99,18 @@ mod tests {
         assert!(parse("a").is_err());
         assert!(parse("1,,2").is_err());
         assert!(parse("0-99999999999").is_err());
+        assert_eq!(
+            parse("0-65537").unwrap_err(),
+            "cpu 65537 out of range in \"0-65537\""
+        );
+    }
+
+    #[test]
+    fn a_repeated_range_is_kept_once() {
+        let text = vec!["0-65536"; 8].join(",");
+        let cpus = parse(&text).unwrap();
+        assert_eq!(cpus.len(), 65_537);
+        assert!(cpus.capacity() < 4 * 65_537, "{}", cpus.capacity());
     }
 
     #[test]

@@ -335,7 +335,8 @@ impl TickRecorder {
             last_ns: None,
             deviation: preallocated(),
             lateness: preallocated(),
-            spikes: Vec::with_capacity(keep),
+            // grows as spikes come: `keep` is only the most it holds
+            spikes: Vec::with_capacity(keep.min(1024)),
             spikes_total: 0,
             late: 0,
         })

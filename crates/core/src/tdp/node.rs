@@ -1295,6 +1295,10 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
     if fc.k == 0 {
         return Err(cfg_err("frame.k", "must be at least 1"));
     }
+    crate::limits::k(u64::from(fc.k)).map_err(|m| cfg_err("frame.k", m))?;
+    if fc.tf.is_positive() {
+        crate::limits::tf(fc.tf).map_err(|m| cfg_err("frame.tf", m))?;
+    }
     let mut clock = FrameClock::new(fc.tf, fc.k)
         .map_err(|e| cfg_err("frame.tf", e.to_string()))?
         .with_epoch(fc.epoch_ns)
@@ -1316,6 +1320,16 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
     }
     if config.best_effort.queue == 0 {
         return Err(cfg_err("best_effort.queue", "must be at least 1"));
+    }
+    if config.best_effort.queue > crate::limits::MAX_BE_QUEUE {
+        return Err(cfg_err(
+            "best_effort.queue",
+            format!(
+                "{} packets is above the limit of {}",
+                config.best_effort.queue,
+                crate::limits::MAX_BE_QUEUE
+            ),
+        ));
     }
     let d_ok = |d: u32| d >= 1 && d < k;
 
@@ -1358,6 +1372,8 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         if p.rate_bps == 0 {
             return Err(cfg_err(field("rate_bps"), "must be positive"));
         }
+        crate::limits::bit_rate(p.rate_bps, &format!("{} bit/s", p.rate_bps))
+            .map_err(|m| cfg_err(field("rate_bps"), m))?;
         if let Some(d) = p.d {
             if !d_ok(d) {
                 return Err(cfg_err(

@@ -1410,6 +1410,30 @@ fn configuration_errors_name_the_field() {
 }
 
 #[test]
+fn configuration_limits_name_the_field_and_the_limit() {
+    assert_eq!(
+        config_error(|c| c.frame.k = 100_001),
+        "frame.k: k = 100001 is above the limit of 100000 frames per cycle"
+    );
+    assert_eq!(
+        config_error(|c| c.frame.tf = Duration(999)),
+        "frame.tf: a time-frame of 999ns is below the limit of 1us"
+    );
+    assert_eq!(
+        config_error(|c| c.frame.tf = Duration::from_secs(11)),
+        "frame.tf: a time-frame of 11s is above the limit of 10s"
+    );
+    assert_eq!(
+        config_error(|c| c.ports[1].rate_bps = 1_000_000_000_001),
+        "ports[1].rate_bps: 1000000000001 bit/s is above the limit of 1 Tbit/s"
+    );
+    assert_eq!(
+        config_error(|c| c.best_effort.queue = 1_000_001),
+        "best_effort.queue: 1000001 packets is above the limit of 1000000"
+    );
+}
+
+#[test]
 fn config_round_trips_through_serde() {
     let (sim, _) = chain(true);
     let config = sim.nodes[0].config().clone();

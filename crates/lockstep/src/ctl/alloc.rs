@@ -240,7 +240,10 @@ pub struct NodeSchedule {
 }
 
 /// Most frames per cycle the allocator keeps tables for (every port holds `k` rows).
-pub const MAX_K: u32 = 100_000;
+pub const MAX_K: u32 = lockstep_core::limits::MAX_K;
+
+/// Most bytes a port's link may add to each packet (`overhead`).
+pub const MAX_OVERHEAD: u32 = 65_535;
 
 /// Most per-start explanations a rejection carries (k may be large).
 pub const MAX_BLOCKED: usize = book::MAX_BLOCKED;
@@ -291,6 +294,9 @@ impl TdpNetwork {
         if !self.tf.is_positive() {
             return err("tf".into(), "must be above 0".into());
         }
+        if let Err(m) = lockstep_core::limits::tf(self.tf) {
+            return err("tf".into(), m);
+        }
         if self.guard.is_negative() || self.guard >= self.tf {
             return err(
                 "guard".into(),
@@ -316,6 +322,12 @@ impl TdpNetwork {
             }
             let mut ids = BTreeSet::new();
             for (j, p) in n.ports.iter().enumerate() {
+                if let Some(o) = p.overhead.filter(|&o| o > MAX_OVERHEAD) {
+                    return err(
+                        format!("node[{i}].ports[{j}].overhead"),
+                        format!("{o} bytes is above the limit of {MAX_OVERHEAD}"),
+                    );
+                }
                 if !ids.insert(p.id) {
                     return err(
                         format!("node[{i}].ports[{j}].id"),
@@ -1003,6 +1015,41 @@ ports = [{ id = 1, rate = "100Mbit/s" }]
         let e = TdpNetwork::parse(&NET.replace("k = 4", "k = 4\nkk = 1")).unwrap_err();
         assert_eq!(e.field, "line 4");
         assert!(e.message.contains("unknown field `kk`"), "{e}");
+        assert_eq!(
+            TdpNetwork::parse(&NET.replace("k = 4", "k = 100001"))
+                .unwrap_err()
+                .to_string(),
+            "k: 100001 is outside 1..=100000 frames per cycle"
+        );
+        assert_eq!(
+            TdpNetwork::parse(&NET.replace("tf = \"250us\"", "tf = \"500ns\""))
+                .unwrap_err()
+                .to_string(),
+            "tf: a time-frame of 500ns is below the limit of 1us"
+        );
+        assert_eq!(
+            TdpNetwork::parse(&NET.replace("tf = \"250us\"", "tf = \"11s\""))
+                .unwrap_err()
+                .to_string(),
+            "tf: a time-frame of 11s is above the limit of 10s"
+        );
+        let e = TdpNetwork::parse(&NET.replacen("rate = \"100Mbit/s\"", "rate = \"2Tbit/s\"", 1))
+            .unwrap_err();
+        assert!(
+            e.message
+                .contains("\"2Tbit/s\" is above the limit of 1 Tbit/s"),
+            "{e}"
+        );
+        assert_eq!(
+            TdpNetwork::parse(&NET.replacen(
+                "rate = \"100Mbit/s\"",
+                "rate = \"100Mbit/s\", overhead = 65536",
+                1
+            ))
+            .unwrap_err()
+            .to_string(),
+            "node[0].ports[0].overhead: 65536 bytes is above the limit of 65535"
+        );
         assert_eq!(parse_hop("r1/2"), Some(("r1", 2)));
         assert_eq!(parse_hop("/2"), None);
         assert_eq!(parse_hop("r1/x"), None);

@@ -8,7 +8,9 @@
 //! admission says no.
 
 use lockstep_netcalc::units::{self, round4, Kind as UnitKind, Shown, Unit};
-use lockstep_netcalc::{Analysis, Breaking, Flow, FlowBounds, InputError, ServerBounds, Q};
+use lockstep_netcalc::{
+    Analysis, Breaking, Field, Flow, FlowBounds, InputError, ServerBounds, Q,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -101,7 +103,7 @@ impl FlowSpec {
         let opt = |key: &str, kind: UnitKind, text: &Option<String>| {
             text.as_deref().map(|t| q(key, kind, t)).transpose()
         };
-        Ok(Flow {
+        let flow = Flow {
             name: self.name.clone(),
             path: self.path.clone(),
             rate: q("rate", UnitKind::Rate, &self.rate)?,
@@ -109,7 +111,12 @@ impl FlowSpec {
             peak: opt("peak", UnitKind::Rate, &self.peak)?,
             max_packet: opt("max_packet", UnitKind::Data, &self.max_packet)?,
             deadline: opt("deadline", UnitKind::Time, &self.deadline)?,
-        })
+        };
+        let field = |k: &str| Field::new("flow", None, Some(&self.name)).key(k);
+        lockstep_netcalc::model::check_flow_limits(&flow, &field).map_err(|e| {
+            ApiError::bad_request(input_field(&e).as_deref(), e.message.clone())
+        })?;
+        Ok(flow)
     }
 }
 

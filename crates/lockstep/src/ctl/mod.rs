@@ -123,6 +123,9 @@ fn parse_grid(text: &str) -> Result<lockstep_netcalc::Q, String> {
     if !q.is_positive() {
         return Err(format!("expected a positive step like 1ps, got \"{text}\""));
     }
+    if q > lockstep_netcalc::Q::one() {
+        return Err(format!("a step of \"{text}\" is above the limit of 1s"));
+    }
     Ok(q)
 }
 

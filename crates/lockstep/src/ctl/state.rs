@@ -76,6 +76,8 @@ pub struct Controller {
     /// Flows defined in the network file (not stored, not removable).
     statics: BTreeSet<String>,
     version: u64,
+    /// Most reservations held at once ([`lockstep_core::limits::MAX_RESERVATIONS`]).
+    max_reservations: usize,
 }
 
 /// What the start found.
@@ -120,6 +122,7 @@ impl Controller {
             entries: BTreeMap::new(),
             statics,
             version,
+            max_reservations: lockstep_core::limits::MAX_RESERVATIONS,
         };
         let mut report = StartReport {
             expired,
@@ -163,6 +166,25 @@ impl Controller {
             );
         }
         Ok((ctl, report))
+    }
+
+    /// A smaller limit on the reservations held, for tests.
+    #[cfg(test)]
+    fn with_max_reservations(mut self, n: usize) -> Controller {
+        self.max_reservations = n;
+        self
+    }
+
+    /// 422 when the controller holds as many reservations as it takes.
+    fn room(&self) -> Result<(), ApiError> {
+        let (n, max) = (self.entries.len(), self.max_reservations);
+        if n < max {
+            return Ok(());
+        }
+        Err(ApiError::rejected(
+            format!("the controller holds {n} reservations, the most it takes ({max}): remove one first"),
+            json!({ "kind": "limit", "reservations": n, "limit": max }),
+        ))
     }
 
     /// The schedule version: changes with every TDP reservation.
@@ -278,6 +300,7 @@ impl Controller {
         if let Some(e) = self.taken(&spec.name) {
             return Err(e);
         }
+        self.room()?;
         let ok = self.adm.admit(flow).map_err(reject)?;
         let spec_json = serde_json::to_value(&spec).map_err(|e| internal(e.to_string()))?;
         let text = spec_json.to_string();
@@ -435,6 +458,7 @@ impl Controller {
         if let Some(e) = self.taken(&spec.name) {
             return Err(e);
         }
+        self.room()?;
         let alloc = self.allocator()?.allocate(&spec)?;
         let stored = TdpFlowSpec {
             id: Some(alloc.id),
@@ -618,6 +642,49 @@ latency = "10us"
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_reservations_held_have_a_limit() {
+        let mut c = ctl(Store::memory().unwrap(), 0).with_max_reservations(2);
+        c.add_flow(&flow("f1", "1Mbit/s", "1ms"), 1).unwrap();
+        c.add_flow(&flow("f2", "1Mbit/s", "1ms"), 2).unwrap();
+        let e = c.add_flow(&flow("f3", "1Mbit/s", "1ms"), 3).unwrap_err();
+        assert_eq!(e.status, 422);
+        assert_eq!(
+            e.message(),
+            "the controller holds 2 reservations, the most it takes (2): remove one first"
+        );
+        assert_eq!(
+            e.body["breaking"],
+            json!({ "kind": "limit", "reservations": 2, "limit": 2 })
+        );
+        // a name already taken is still a conflict, not the limit
+        let e = c.add_flow(&flow("f1", "1Mbit/s", "1ms"), 4).unwrap_err();
+        assert_eq!(e.status, 409);
+        c.remove("f1").unwrap();
+        assert_eq!(c.add_flow(&flow("f3", "1Mbit/s", "1ms"), 5).unwrap().0, 201);
+        assert_eq!(c.max_reservations, 2);
+        assert_eq!(
+            ctl(Store::memory().unwrap(), 0).max_reservations,
+            lockstep_core::limits::MAX_RESERVATIONS
+        );
+    }
+
+    #[test]
+    fn values_above_their_limits_are_bad_requests() {
+        let mut c = ctl(Store::memory().unwrap(), 0);
+        let e = c.add_flow(&flow("f1", "2000Gbit/s", "1ms"), 1).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert_eq!(e.body["field"], "rate");
+        assert_eq!(e.message(), "2000000 Mbit/s is above the limit of 1 Tbit/s");
+        let e = c.add_flow(&flow("f1", "1Mbit/s", "1/7ps"), 1).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert_eq!(e.body["field"], "deadline");
+        assert_eq!(
+            e.message(),
+            "expected a duration like 20us, 1ms or 0.5ms, got \"1/7ps\" (finer than 1/1000000000000 s: a value's denominator is at most 10^12)"
+        );
     }
 
     #[test]

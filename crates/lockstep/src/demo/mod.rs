@@ -34,8 +34,9 @@ use table::Part;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Simulated traffic time of each simulated run (default: the scenario's, 10s).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    /// Simulated traffic time of each simulated run (default: the scenario's, 10s; at
+    /// most 1 day).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = crate::cli::parse_sim_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Traffic time of each live run (default: long enough for 1200 packets per flow
     /// at the chosen scale, at most 90s).

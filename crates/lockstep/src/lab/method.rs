@@ -333,10 +333,28 @@ impl Jitter {
             }
         };
         let duration = match &r.duration {
-            Some(d) => dur(d, "scenario.duration")?,
+            Some(d) => {
+                let v = dur(d, "scenario.duration")?;
+                lockstep_core::limits::sim_duration(v)
+                    .map_err(|m| src.error(&d.span(), "scenario.duration", m))?;
+                v
+            }
             None => Duration::from_secs(3),
         };
         let period = dur(&r.period, "scenario.period")?;
+        if period < lockstep_core::limits::MIN_PACKET_PERIOD {
+            return Err(src.error(
+                &r.period.span(),
+                "scenario.period",
+                format!(
+                    "{period} is below the limit of {} ({})",
+                    lockstep_core::limits::MIN_PACKET_PERIOD,
+                    lockstep_core::limits::MAX_PACKET_RATE_TEXT
+                ),
+            ));
+        }
+        lockstep_core::limits::duration(period)
+            .map_err(|m| src.error(&r.period.span(), "scenario.period", m))?;
         let payload = match &r.payload {
             None => Size(1376),
             Some(s) => {

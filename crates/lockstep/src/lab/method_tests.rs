@@ -89,6 +89,22 @@ fn unknown_field_and_bad_values() {
 }
 
 #[test]
+fn durations_have_limits() {
+    assert_eq!(
+        err(&GOOD.replace("period = \"10us\"", "period = \"9ns\"")).to_string(),
+        "s.toml:4:10: scenario.period: 9ns is below the limit of 10ns (100 Mpps)"
+    );
+    assert_eq!(
+        err(&GOOD.replace(
+            "period = \"10us\"",
+            "period = \"10us\"\nduration = \"86401s\""
+        ))
+        .to_string(),
+        "s.toml:5:12: scenario.duration: 86401s is above the limit of 1 day (86400s)"
+    );
+}
+
+#[test]
 fn contribution_arithmetic_is_exact() {
     let base = vec![
         Some(m(100.0, 1000.0, 5000.0)),

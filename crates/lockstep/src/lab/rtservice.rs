@@ -137,7 +137,12 @@ impl RtService {
             }
         };
         let duration = match &r.duration {
-            Some(d) => dur(d, "scenario.duration")?,
+            Some(d) => {
+                let v = dur(d, "scenario.duration")?;
+                lockstep_core::limits::sim_duration(v)
+                    .map_err(|m| src.error(&d.span(), "scenario.duration", m))?;
+                v
+            }
             None => Duration::from_secs(20),
         };
         let interval = match &r.interval {
@@ -161,6 +166,9 @@ impl RtService {
                         "expected 0 < MIN ≤ MAX",
                     ));
                 }
+                lockstep_core::limits::interval(a)
+                    .and_then(|()| lockstep_core::limits::duration(b))
+                    .map_err(|m| src.error(&s.span(), "scenario.interval", m))?;
                 (a, b)
             }
         };
@@ -726,6 +734,28 @@ mod tests {
         assert_eq!(e.field, "scenario.other_cpu");
         let e = RtService::parse("r.toml", &format!("{GOOD}bulk = 2\n")).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (5, "scenario.bulk"));
+    }
+
+    #[test]
+    fn durations_have_limits() {
+        let e = |extra: &str| {
+            RtService::parse("r.toml", &format!("{GOOD}{extra}\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            e("interval = \"500ns..1ms\""),
+            "r.toml:5:12: scenario.interval: 500ns is below the limit of 1us"
+        );
+        assert_eq!(
+            e("interval = \"1ms..700000s\""),
+            "r.toml:5:12: scenario.interval: 700000s is above the limit of 7 days (604800s)"
+        );
+        let text = GOOD.replace("\"2s\"", "\"86401s\"");
+        assert_eq!(
+            RtService::parse("r.toml", &text).unwrap_err().to_string(),
+            "r.toml:4:12: scenario.duration: 86401s is above the limit of 1 day (86400s)"
+        );
     }
 
     #[test]

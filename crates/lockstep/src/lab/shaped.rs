@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use lockstep_core::units::{BitRate, Size};
-use lockstep_core::{ClockId, Duration};
+use lockstep_core::{limits, ClockId, Duration};
 use lockstep_netcalc::{fifo_port, PortFlow, Q};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -269,6 +269,16 @@ fn positive(src: &Source, s: &Spanned<String>, field: &str) -> Result<Duration, 
     }
 }
 
+/// `d` within a limit of `lockstep_core::limits`, or the error at `s`.
+fn within(
+    src: &Source,
+    s: &Spanned<String>,
+    field: &str,
+    check: Result<(), String>,
+) -> Result<(), ScenarioError> {
+    check.map_err(|m| src.error(&s.span(), field, m))
+}
+
 fn rate(src: &Source, s: &Spanned<String>, field: &str) -> Result<BitRate, ScenarioError> {
     match s.get_ref().parse::<BitRate>() {
         Ok(r) if r.0 > 0 => Ok(r),
@@ -297,12 +307,30 @@ impl Shaped {
         let r = raw.scenario;
         let port_rate = rate(&src, &r.port_rate, "scenario.port_rate")?;
         let t_mux = match &r.t_mux {
-            Some(s) => dur(&src, s, "scenario.t_mux")?,
+            Some(s) => {
+                let d = dur(&src, s, "scenario.t_mux")?;
+                within(&src, s, "scenario.t_mux", limits::delay(d))?;
+                d
+            }
             None => Duration::ZERO,
         };
+        if r.ts.get_ref().len() > limits::MAX_TFS {
+            return Err(src.error(
+                &r.ts.span(),
+                "scenario.ts",
+                format!(
+                    "{} shaping intervals is above the limit of {} (each is a run per shaper)",
+                    r.ts.get_ref().len(),
+                    limits::MAX_TFS
+                ),
+            ));
+        }
         let mut ts = Vec::new();
         for (i, s) in r.ts.get_ref().iter().enumerate() {
-            ts.push(positive(&src, s, &format!("scenario.ts[{i}]"))?);
+            let field = format!("scenario.ts[{i}]");
+            let d = positive(&src, s, &field)?;
+            within(&src, s, &field, limits::delay(d))?;
+            ts.push(d);
         }
         if ts.is_empty() {
             return Err(src.error(&r.ts.span(), "scenario.ts", "give at least one Ts"));
@@ -344,11 +372,20 @@ impl Shaped {
             }
         }
         let probe_period = match &r.probe_period {
-            Some(s) => positive(&src, s, "scenario.probe_period")?,
+            Some(s) => {
+                let d = positive(&src, s, "scenario.probe_period")?;
+                within(&src, s, "scenario.probe_period", limits::interval(d))?;
+                within(&src, s, "scenario.probe_period", limits::duration(d))?;
+                d
+            }
             None => Duration::from_millis(1),
         };
         let duration = match &r.duration {
-            Some(s) => positive(&src, s, "scenario.duration")?,
+            Some(s) => {
+                let d = positive(&src, s, "scenario.duration")?;
+                within(&src, s, "scenario.duration", limits::sim_duration(d))?;
+                d
+            }
             None => Duration::from_secs(5),
         };
         let strategy = match &r.strategy {

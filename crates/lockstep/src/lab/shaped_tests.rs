@@ -281,6 +281,35 @@ fn bad_fields_are_named_with_their_line() {
 }
 
 #[test]
+fn durations_have_limits() {
+    assert_eq!(
+        err(&FILE.replace("t_mux = \"0s\"", "t_mux = \"2s\"")),
+        "s.toml:17:9: scenario.t_mux: 2s is above the limit of 1s"
+    );
+    assert_eq!(
+        err(&FILE.replace("\"100us\"]", "\"1.5s\"]")),
+        "s.toml:18:22: scenario.ts[2]: 1.5s is above the limit of 1s"
+    );
+    let many: Vec<String> = (1..=65).map(|i| format!("\"{i}ms\"")).collect();
+    assert_eq!(
+        err(&FILE.replace("ts = [\"10ms\", \"1ms\", \"100us\"]", &format!("ts = [{}]", many.join(", ")))),
+        "s.toml:18:6: scenario.ts: 65 shaping intervals is above the limit of 64 (each is a run per shaper)"
+    );
+    assert_eq!(
+        err(&FILE.replace("probe_period = \"1ms\"", "probe_period = \"999ns\"")),
+        "s.toml:21:16: scenario.probe_period: 999ns is below the limit of 1us"
+    );
+    assert_eq!(
+        err(&FILE.replace("duration = \"5s\"", "duration = \"86401s\"")),
+        "s.toml:23:12: scenario.duration: 86401s is above the limit of 1 day (86400s)"
+    );
+    assert_eq!(
+        err(&FILE.replace("\"32Mbit/s\"", "\"2Tbit/s\"")),
+        "s.toml:19:22: scenario.rates[1]: \"2Tbit/s\" is above the limit of 1 Tbit/s"
+    );
+}
+
+#[test]
 fn loesers_convention_leaves_out_r_ts() {
     // b = bucket: C 412112, D 332112, E 212112, A 848 bits: Σb = 957184;
     // g_max = 400000/60e6 = 1/150 s; Eq. 6 = 0.00957184 − 0.07152/150.

@@ -347,6 +347,9 @@ pub fn run(args: NodeArgs) -> Result<()> {
     };
     let waiter = ctx.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
+    if let Some(t) = args.start_at_ns {
+        crate::cli::check_start_at(t, waiter.now().ns)?;
+    }
     // Sleeps and ppoll timeouts end when asked, not up to 50 µs later.
     if let Err(e) = lockstep_linux::rt::set_timer_slack(1) {
         ctx.warn(format!("could not set the timer slack to 1 ns: {e}"));
@@ -481,6 +484,9 @@ fn run_group(args: &NodeArgs) -> Result<()> {
         .collect();
     let waiter = ctxs[0].waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
+    if let Some(t) = args.start_at_ns {
+        crate::cli::check_start_at(t, waiter.now().ns)?;
+    }
     if let Err(e) = lockstep_linux::rt::set_timer_slack(1) {
         for c in &mut ctxs {
             c.warn(format!("could not set the timer slack to 1 ns: {e}"));

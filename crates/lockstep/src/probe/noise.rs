@@ -13,14 +13,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use lockstep_core::measure::noise::{GapRecorder, GapReport, TickRecorder, TickReport};
 use lockstep_core::sched::{Policy, WaitStrategy};
-use lockstep_core::{ClockId, Duration, Instant};
+use lockstep_core::{limits, ClockId, Duration, Instant};
 use lockstep_linux::{clock, signal, Waiter};
 use serde_json::{json, Value};
 
 use super::timer::{progress_head, Progress};
-use crate::cli::{
-    parse_clock, parse_count, parse_duration_positive, LengthArgs, OutputArgs, RtArgs,
-};
+use crate::cli::{parse_clock, parse_duration_positive, LengthArgs, OutputArgs, RtArgs};
 use crate::report::human::{dist_table, fmt_ns, kv};
 use crate::report::{Output, ResultDoc, SampleWriter};
 use crate::{EnvError, UsageError};
@@ -31,8 +29,9 @@ const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
 #[derive(Args, Debug)]
 pub struct NoiseArgs {
     /// Dummy-program mode (toussaint2018): spin until each tick of this period and
-    /// timestamp it (e.g. 7.41us, the packet period of an ST 2022-6 stream).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    /// timestamp it (e.g. 7.41us, the packet period of an ST 2022-6 stream; at least
+    /// 1us).
+    #[arg(long, value_name = "DUR", value_parser = crate::cli::parse_interval, allow_hyphen_values = true)]
     pub period: Option<Duration>,
     /// Gaps between clock readings longer than this count as stolen time (one clock
     /// read takes tens of nanoseconds; a timer tick or an interrupt costs microseconds).
@@ -42,8 +41,8 @@ pub struct NoiseArgs {
     /// With --period: a tick interval longer than period + this is a spike.
     #[arg(long, value_name = "DUR", default_value = "5us", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub spike: Duration,
-    /// With --period: how many spikes to list (all are counted).
-    #[arg(long, value_name = "N", default_value = "1000", value_parser = parse_count)]
+    /// With --period: how many spikes to list (all are counted; at most 1000000).
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = parse_max_spikes)]
     pub max_spikes: u64,
     /// Clock to read.
     #[arg(long, value_name = "tai|realtime|monotonic", default_value = "monotonic", value_parser = parse_clock)]
@@ -54,6 +53,18 @@ pub struct NoiseArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// `--max-spikes`: 1 to [`limits::MAX_SPIKES`] (each listed spike is kept in memory).
+fn parse_max_spikes(s: &str) -> Result<u64, String> {
+    let n = match s.trim().parse::<u64>() {
+        Ok(n) if n > 0 => n,
+        _ => return Err(format!("expected a positive whole number, got \"{s}\"")),
+    };
+    if n > limits::MAX_SPIKES {
+        return Err(format!("{n} is above the limit of {}", limits::MAX_SPIKES));
+    }
+    Ok(n)
 }
 
 pub fn run(args: NoiseArgs) -> Result<()> {

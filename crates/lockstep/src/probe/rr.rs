@@ -104,8 +104,9 @@ pub struct RrClientArgs {
     /// Local address (default: any address, a free port).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub bind: Option<SocketAddr>,
-    /// Time between requests (default: back-to-back, the next as soon as the response is in).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true, conflicts_with = "random_interval")]
+    /// Time between requests (default: back-to-back, the next as soon as the response
+    /// is in; at least 1us).
+    #[arg(long, value_name = "DUR", value_parser = crate::cli::parse_interval, allow_hyphen_values = true, conflicts_with = "random_interval")]
     pub interval: Option<Duration>,
     /// Uniformly random time between requests, e.g. 1ms..10ms.
     #[arg(long, value_name = "MIN..MAX", value_parser = parse_range)]
@@ -152,8 +153,15 @@ pub struct IntervalRange {
 fn parse_range(s: &str) -> Result<IntervalRange, String> {
     let err = || format!("expected a range of durations like 1ms..10ms, got \"{s}\"");
     let (a, b) = s.split_once("..").ok_or_else(err)?;
-    let lo = parse_duration_positive(a).map_err(|_| err())?;
-    let hi = parse_duration_positive(b).map_err(|_| err())?;
+    // a well-formed duration out of its limits says which limit
+    let bound = |t: &str| match Duration::parse(t) {
+        Ok(d) if d.is_positive() => {
+            crate::cli::parse_interval(t).map_err(|e| format!("{} ({e})", err()))
+        }
+        _ => Err(err()),
+    };
+    let lo = bound(a)?;
+    let hi = bound(b)?;
     if lo > hi {
         return Err(format!(
             "the minimum {lo} is above the maximum {hi} in \"{s}\""
@@ -766,6 +774,14 @@ mod tests {
         assert_eq!(
             parse_range("1ms").unwrap_err(),
             "expected a range of durations like 1ms..10ms, got \"1ms\""
+        );
+        assert_eq!(
+            parse_range("500ns..1ms").unwrap_err(),
+            "expected a range of durations like 1ms..10ms, got \"500ns..1ms\" (500ns is below the limit of 1us)"
+        );
+        assert_eq!(
+            parse_range("1ms..8000000s").unwrap_err(),
+            "expected a range of durations like 1ms..10ms, got \"1ms..8000000s\" (8000000s is above the limit of 7 days (604800s))"
         );
         assert_eq!(
             parse_range("5ms..1ms").unwrap_err(),

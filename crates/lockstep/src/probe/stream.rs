@@ -53,7 +53,7 @@ use lockstep_core::shaper::{
 use lockstep_core::stats::Histogram;
 use lockstep_core::units::{BitRate, PacketRate, Size};
 use lockstep_core::wire::{ProbePacket, ProbeRepr, HEADER_LEN};
-use lockstep_core::{Duration, Instant};
+use lockstep_core::{limits, Duration, Instant};
 use lockstep_linux::rusage::{self, CpuTime};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{TimestampConfig, Transient, UdpSocket};
@@ -132,8 +132,9 @@ pub struct StreamArgs {
     /// Packet rate, e.g. 100000pps or 135kpps (default 10000pps).
     #[arg(long, value_name = "RATE", value_parser = parse_rate, conflicts_with = "period")]
     pub rate: Option<PacketRate>,
-    /// Time between packets, e.g. 7.41us (instead of --rate).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    /// Time between packets, e.g. 7.41us (instead of --rate; at least 10ns, the period
+    /// of 100 Mpps).
+    #[arg(long, value_name = "DUR", value_parser = parse_packet_period, allow_hyphen_values = true)]
     pub period: Option<Duration>,
     /// UDP payload size, at least the 64-byte probe header (default 64B).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -148,8 +149,9 @@ pub struct StreamArgs {
     #[arg(long, value_name = "NAME")]
     pub preset: Option<Preset>,
     /// Catch-up bound: a late sender sends the missed slots at once, but skips all
-    /// but this many (0 = never catch up). Default 16; unbounded with --shape.
-    #[arg(long, value_name = "N")]
+    /// but this many (0 = never catch up). Default 16; unbounded with --shape. At most
+    /// 10^12.
+    #[arg(long, value_name = "N", value_parser = parse_max_behind)]
     pub max_behind: Option<u64>,
     /// Shape with a token bucket refilled once per shaping interval: RATE,BUCKET[,TS],
     /// e.g. 40Mbit/s,10kB,1ms (TS defaults to 1ms). The bucket must hold RATE*TS plus
@@ -176,6 +178,29 @@ pub struct StreamArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `--period`: from [`limits::MIN_PACKET_PERIOD`] (10 ns: 100 Mpps) to 7 days.
+fn parse_packet_period(s: &str) -> Result<Duration, String> {
+    let d = parse_duration_positive(s)?;
+    if d < limits::MIN_PACKET_PERIOD {
+        return Err(format!(
+            "{d} is below the limit of {} ({})",
+            limits::MIN_PACKET_PERIOD,
+            limits::MAX_PACKET_RATE_TEXT
+        ));
+    }
+    Ok(d)
+}
+
+/// `--max-behind`: 0 to [`limits::MAX_COUNT`].
+fn parse_max_behind(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a whole number of packets, got \"{s}\""))?;
+    limits::count(n)?;
+    Ok(n)
 }
 
 /// `ADDR:PORT` (IPv4, `[IPv6]:PORT`, or `localhost:PORT`).
@@ -216,6 +241,12 @@ pub(crate) fn parse_shape(s: &str) -> Result<ShapeSpec, String> {
     };
     let rate = rate.parse::<BitRate>().map_err(|e| format!("rate: {e}"))?;
     let bucket = bucket.parse::<Size>().map_err(|e| format!("bucket: {e}"))?;
+    if bucket.bytes() > limits::MAX_DATA_BYTES {
+        return Err(format!(
+            "bucket: {bucket} is above the limit of {}B (1 TB)",
+            limits::MAX_DATA_BYTES
+        ));
+    }
     let ts = match ts {
         Some(t) => {
             let d = Duration::parse(t).map_err(|e| format!("shaping interval: {e}"))?;
@@ -224,6 +255,7 @@ pub(crate) fn parse_shape(s: &str) -> Result<ShapeSpec, String> {
                     "shaping interval: expected a positive duration like 1ms, got \"{t}\""
                 ));
             }
+            limits::delay(d).map_err(|m| format!("shaping interval: {m}"))?;
             d
         }
         None => DEFAULT_SHAPING_INTERVAL,
@@ -737,6 +769,9 @@ pub fn run(args: StreamArgs) -> Result<()> {
     // --start-at-ns.
     let lead = Duration::from_millis(1).max(period);
     let now = waiter.now().ns;
+    if let Some(t) = args.start_at_ns {
+        crate::cli::check_start_at(t, now)?;
+    }
     let start = match args.start_at_ns {
         Some(t) if t >= now => t,
         Some(t) => {
@@ -1116,6 +1151,32 @@ mod tests {
         assert!(parse_shape("40Mbit/s,10kB,soon")
             .unwrap_err()
             .starts_with("shaping interval: "));
+    }
+
+    #[test]
+    fn stream_options_have_limits() {
+        assert_eq!(
+            parse_shape("2Tbit/s,10kB").unwrap_err(),
+            "rate: \"2Tbit/s\" is above the limit of 1 Tbit/s"
+        );
+        assert_eq!(
+            parse_shape("40Mbit/s,1000000000001B").unwrap_err(),
+            "bucket: 1000000000001B is above the limit of 1000000000000B (1 TB)"
+        );
+        assert_eq!(
+            parse_shape("40Mbit/s,10kB,1.5s").unwrap_err(),
+            "shaping interval: 1.5s is above the limit of 1s"
+        );
+        assert_eq!(
+            parse_packet_period("9ns").unwrap_err(),
+            "9ns is below the limit of 10ns (100 Mpps)"
+        );
+        assert_eq!(parse_packet_period("10ns").unwrap(), Duration(10));
+        assert_eq!(
+            parse_max_behind("1000000000001").unwrap_err(),
+            "1000000000001 is above the limit of 1000000000000"
+        );
+        assert_eq!(parse_max_behind("0").unwrap(), 0);
     }
 
     #[test]

@@ -17,7 +17,9 @@ use lockstep_core::{Duration, Instant};
 use lockstep_linux::{signal, tracefs};
 use serde_json::{json, Value};
 
-use crate::cli::{parse_duration_positive, LengthArgs, OutputArgs, RtArgs, WaitArgs};
+use crate::cli::{
+    parse_duration_positive, parse_interval, LengthArgs, OutputArgs, RtArgs, WaitArgs,
+};
 use crate::report::human::{dist_table, fmt_ns, kv};
 use crate::report::{Output, ResultDoc};
 use crate::{CheckFailed, EnvError, UsageError};
@@ -27,8 +29,8 @@ const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
 
 #[derive(Args, Debug)]
 pub struct TimerArgs {
-    /// Wake-up period (cyclictest -i).
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    /// Wake-up period (cyclictest -i; at least 1us).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = parse_interval, allow_hyphen_values = true)]
     pub interval: Duration,
     /// Stop at the first wake-up later than this: write a marker into the kernel trace
     /// buffer, stop tracing (cyclictest -b) and exit with status 1.

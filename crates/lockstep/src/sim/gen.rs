@@ -15,11 +15,11 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN};
-use lockstep_core::Duration;
+use lockstep_core::{limits, Duration};
 use lockstep_plan::scenario::IP_UDP_HEADERS;
 use lockstep_sim::rng::Rng;
 
-use crate::cli::parse_duration_positive;
+use crate::cli::{parse_sim_duration, parse_tf};
 use crate::UsageError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -45,23 +45,24 @@ pub struct GenArgs {
     /// Share of the busiest link's capacity the flows reserve, in (0, 1].
     #[arg(long, value_name = "X", default_value_t = 0.5, value_parser = parse_load)]
     pub load: f64,
-    /// Link rate in Mbit/s.
-    #[arg(long, value_name = "MBIT", default_value_t = 100)]
+    /// Link rate in Mbit/s (at most 1000000: 1 Tbit/s).
+    #[arg(long, value_name = "MBIT", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub mbit: u32,
     /// IP packet size of every flow, bytes; it bounds a flow's path to
     /// (BYTES − 92) / 32 routers (a hop record each).
     #[arg(long, value_name = "BYTES", default_value_t = 500)]
     pub size: u32,
-    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    /// Time-frame (1us to 10s).
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_tf, allow_hyphen_values = true)]
     pub tf: Duration,
-    /// Frames per cycle.
-    #[arg(long, default_value_t = 100)]
+    /// Frames per cycle (2 to 100000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(2..=i64::from(limits::MAX_K)))]
     pub k: u32,
-    /// Forwarding delay per router, frames.
-    #[arg(long, default_value_t = 2)]
+    /// Forwarding delay per router, frames (1 to k - 1).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub d: u32,
-    /// Simulated traffic time written into the scenario.
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    /// Simulated traffic time written into the scenario (at most 1 day).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_sim_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -188,10 +189,7 @@ fn grid(n: u32) -> Graph {
 
 /// A k-ary fat-tree: k pods of k/2 edge and k/2 aggregation switches, (k/2)² cores.
 fn fat_tree(n: u32) -> Graph {
-    let mut k = 2u32;
-    while 5 * (k + 2) * (k + 2) / 4 <= n {
-        k += 2;
-    }
+    let k = fat_tree_k(n);
     let h = k / 2;
     let cores = h * h;
     let agg = |pod: u32, i: u32| cores + pod * k + i;
@@ -210,7 +208,70 @@ fn fat_tree(n: u32) -> Graph {
     Graph::new((cores + k * k) as usize, links)
 }
 
+/// Most router links `sim gen` writes (a fat-tree of N routers has about
+/// (4N/5)^1.5 / 2 of them).
+pub const MAX_GEN_LINKS: u64 = 1_000_000;
+/// Most `--routers × --flows`: drawing each flow between routers close enough for
+/// its hop records takes time in proportion to the routers.
+pub const MAX_GEN_WORK: u64 = 1_000_000_000;
+
+/// The fat-tree's `k` for at most `n` routers: the largest even `k` with 5k²/4 ≤ n.
+fn fat_tree_k(n: u32) -> u32 {
+    let mut k = 2u32;
+    while 5 * (k + 2) * (k + 2) / 4 <= n {
+        k += 2;
+    }
+    k
+}
+
+/// The router links the topology will have, before it is built.
+fn link_count(topology: Topology, n: u32) -> u64 {
+    let n = u64::from(n);
+    match topology {
+        Topology::Ring => n,
+        Topology::Grid => {
+            let side = ((n as f64).sqrt() as u64).max(2);
+            2 * side * (side - 1)
+        }
+        Topology::FatTree => {
+            let k = u64::from(fat_tree_k(n as u32));
+            k * k * k / 2
+        }
+    }
+}
+
+/// The limits that depend on several options.
+fn check_args(a: &GenArgs) -> Result<(), String> {
+    if a.d >= a.k {
+        return Err(format!(
+            "--d: forwarding delay {} is not below --k {} (frames per cycle)",
+            a.d, a.k
+        ));
+    }
+    let work = u64::from(a.routers) * u64::from(a.flows);
+    if work > MAX_GEN_WORK {
+        return Err(format!(
+            "--flows: {} flows in {} routers: routers × flows is {work}, above the limit of {MAX_GEN_WORK}",
+            a.flows, a.routers
+        ));
+    }
+    let links = link_count(a.topology, a.routers);
+    if links > MAX_GEN_LINKS {
+        return Err(format!(
+            "--routers: a {} of at most {} routers has {links} links, above the limit of {MAX_GEN_LINKS}",
+            match a.topology {
+                Topology::Ring => "ring",
+                Topology::Grid => "grid",
+                Topology::FatTree => "fat-tree",
+            },
+            a.routers
+        ));
+    }
+    Ok(())
+}
+
 pub fn run(args: GenArgs) -> Result<()> {
+    check_args(&args).map_err(UsageError)?;
     let g = match args.topology {
         Topology::Ring => ring(args.routers),
         Topology::Grid => grid(args.routers),
@@ -370,5 +431,29 @@ mod tests {
         }
         let ring = ring(1000);
         assert!(flows(&ring, 50, 2, 8).iter().all(|p| p.len() <= 8));
+    }
+
+    #[test]
+    fn link_counts_are_known_before_the_graph_is_built() {
+        for n in [2, 3, 10, 100, 401, 2000] {
+            assert_eq!(
+                link_count(Topology::Ring, n),
+                ring(n).links.len() as u64,
+                "{n}"
+            );
+            assert_eq!(
+                link_count(Topology::Grid, n),
+                grid(n).links.len() as u64,
+                "{n}"
+            );
+            assert_eq!(
+                link_count(Topology::FatTree, n),
+                fat_tree(n).links.len() as u64,
+                "{n}"
+            );
+        }
+        // the largest fat-tree within the limit: k = 124, 19220 routers
+        assert_eq!(link_count(Topology::FatTree, 19_844), 953_312);
+        assert_eq!(link_count(Topology::FatTree, 19_845), 1_000_188);
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use lockstep_core::Duration;
+use lockstep_core::{limits, Duration};
 use lockstep_sim::{HostModel, Measured, ModelError};
 use serde_json::Value;
 
@@ -22,6 +22,12 @@ pub fn parse(spec: &str) -> Result<HostModel> {
         if d.is_negative() {
             return Err(UsageError(format!("--host: fixed:{d} is negative")).into());
         }
+        limits::duration_at_most(
+            d,
+            limits::MAX_HOST_LATENESS,
+            &limits::MAX_HOST_LATENESS.to_string(),
+        )
+        .map_err(|m| UsageError(format!("--host: fixed:{m}")))?;
         return Ok(HostModel::Fixed(d.as_nanos()));
     }
     from_file(Path::new(spec))
@@ -61,9 +67,32 @@ fn from_file(path: &Path) -> Result<HostModel> {
         .into_iter()
         .map(|c| c.max(0) as u64)
         .collect();
+    check_histogram(&values)
+        .map_err(|m| UsageError(format!("{shown}: results.latency.histogram.{m}")))?;
     let m = Measured::new(shown.to_string(), &values, &counts)
         .map_err(|e| UsageError(format!("{shown}: results.latency.histogram: {e}")))?;
     Ok(HostModel::Measured(m))
+}
+
+/// A measured host model's buckets: at most [`limits::MAX_HISTOGRAM_BUCKETS`], none
+/// later than [`limits::MAX_HOST_LATENESS`]. The message starts with the field
+/// (`bucket_ns[3]: ...`).
+fn check_histogram(values: &[i64]) -> Result<(), String> {
+    if values.len() > limits::MAX_HISTOGRAM_BUCKETS {
+        return Err(format!(
+            "bucket_ns: {} buckets is above the limit of {}",
+            values.len(),
+            limits::MAX_HISTOGRAM_BUCKETS
+        ));
+    }
+    let max = limits::MAX_HOST_LATENESS;
+    if let Some((i, &v)) = values.iter().enumerate().find(|(_, &v)| v > max.as_nanos()) {
+        return Err(format!(
+            "bucket_ns[{i}]: a wake-up {} late is above the limit of {max}",
+            Duration(v)
+        ));
+    }
+    Ok(())
 }
 
 /// Host models by node name from a lab run directory: every `<node>.json` there
@@ -87,6 +116,8 @@ pub fn from_lab_run(dir: &Path) -> Result<BTreeMap<String, HostModel>> {
             continue;
         };
         let h = w.histogram;
+        check_histogram(&h.bucket_ns)
+            .map_err(|m| UsageError(format!("{}: wakeup.histogram.{m}", path.display())))?;
         match Measured::new(path.display().to_string(), &h.bucket_ns, &h.count) {
             Ok(m) => {
                 out.insert(name, HostModel::Measured(m));
@@ -113,4 +144,58 @@ pub fn from_lab_run(dir: &Path) -> Result<BTreeMap<String, HostModel>> {
 struct NodeWakeups {
     name: Option<String>,
     wakeup: Option<lockstep_core::stats::Summary>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(spec: &str) -> String {
+        parse(spec).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_fixed_lateness_has_an_upper_limit() {
+        assert_eq!(
+            parse("fixed:10s").unwrap(),
+            HostModel::Fixed(10_000_000_000)
+        );
+        assert_eq!(
+            err("fixed:11s"),
+            "--host: fixed:11s is above the limit of 10s"
+        );
+    }
+
+    #[test]
+    fn a_measured_histogram_has_limits() {
+        let dir = std::env::temp_dir().join(format!("lockstep-hostfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("timer.json");
+        let write = |buckets: &str, counts: &str| {
+            let doc = format!(
+                r#"{{"kind": "probe.timer", "results": {{"latency": {{"histogram": {{"bucket_ns": {buckets}, "count": {counts}}}}}}}}}"#
+            );
+            std::fs::write(&file, doc).unwrap();
+        };
+        write("[1000, 10000000000]", "[5, 1]");
+        assert!(matches!(
+            parse(file.to_str().unwrap()).unwrap(),
+            HostModel::Measured(_)
+        ));
+        write("[1000, 10000000001]", "[5, 1]");
+        assert_eq!(
+            err(file.to_str().unwrap()),
+            format!(
+                "{}: results.latency.histogram.bucket_ns[1]: a wake-up 10.000000001s late is above the limit of 10s",
+                file.display()
+            )
+        );
+        let many = vec![1i64; limits::MAX_HISTOGRAM_BUCKETS + 1];
+        assert_eq!(
+            check_histogram(&many).unwrap_err(),
+            "bucket_ns: 1000001 buckets is above the limit of 1000000"
+        );
+        assert!(check_histogram(&many[1..]).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

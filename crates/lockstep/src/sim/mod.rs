@@ -23,7 +23,6 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use lockstep_core::Duration;
 
-use crate::cli::parse_duration_positive;
 use crate::lab::OverrideArgs;
 
 #[derive(Subcommand, Debug)]
@@ -46,8 +45,8 @@ pub struct SimRunArgs {
     /// The scenario file (see scenarios/).
     #[arg(value_name = "SCENARIO.toml")]
     pub scenario: PathBuf,
-    /// Simulated traffic time of each run (default: the scenario's).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    /// Simulated traffic time of each run (default: the scenario's; at most 1 day).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = crate::cli::parse_sim_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Seed of every random draw (host models): the same seed gives the same results.
     #[arg(long, default_value_t = 1)]
@@ -63,16 +62,16 @@ pub struct SimRunArgs {
     #[arg(long, value_name = "DIR")]
     pub node_hosts: Option<PathBuf>,
     /// Time a node takes per packet it handles: each packet it receives and each it
-    /// sends costs it this much (a user-space node's system calls).
-    #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
+    /// sends costs it this much (a user-space node's system calls; at most 1s).
+    #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_delay)]
     pub processing: Duration,
     /// The nodes share this many CPUs, as nodes of one host do (the lab's): a node
     /// that wakes while every CPU is busy with other nodes' packets waits for one.
-    /// Default: a CPU each.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Default: a CPU each. At most 1024.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_SIM_CPUS))]
     pub cpus: Option<u32>,
-    /// Propagation delay of every link.
-    #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_duration_nonneg)]
+    /// Propagation delay of every link (at most 1s).
+    #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_delay)]
     pub propagation: Duration,
     /// Bytes a frame costs on the wire: `ethernet` (IP + 38: header, FCS, preamble,
     /// gap — a real port) or `tbf` (IP + 14: what tc tbf counts on the lab's veths).
@@ -104,6 +103,10 @@ pub struct SimRunArgs {
     #[arg(skip)]
     pub silent: bool,
 }
+
+/// Most CPUs `sim run --cpus` shares the nodes among (the most one host's CPU set
+/// holds; every event scans them).
+pub const MAX_SIM_CPUS: i64 = 1024;
 
 fn parse_framing(s: &str) -> Result<lockstep_sim::Framing, String> {
     match s {
