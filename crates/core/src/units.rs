@@ -137,11 +137,16 @@ impl FromStr for PacketRate {
 }
 
 impl fmt::Display for PacketRate {
+    /// Exactly, in pps (`100000pps`, `2.5pps`, `0.001pps`): parses back to the same
+    /// rate. (Printing [`PacketRate::pps`], a float, rounded rates above 2^53
+    /// millipackets per second.)
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.milli_pps.is_multiple_of(1000) {
-            write!(f, "{}pps", self.milli_pps / 1000)
+        let (whole, milli) = (self.milli_pps / 1000, self.milli_pps % 1000);
+        if milli == 0 {
+            write!(f, "{whole}pps")
         } else {
-            write!(f, "{}pps", self.pps())
+            let frac = format!("{milli:03}");
+            write!(f, "{whole}.{}pps", frac.trim_end_matches('0'))
         }
     }
 }
@@ -292,6 +297,23 @@ mod tests {
         );
         assert!("1.5B".parse::<Size>().is_err());
         assert!("3 parsecs".parse::<Size>().is_err());
+    }
+
+    #[test]
+    fn packet_rates_print_exactly() {
+        // found by the units_text fuzz target: a rate printed through an f64 lost
+        // its last digits ("8888888888888880.83pps" printed as 8888888888888881pps)
+        let r = |milli_pps| PacketRate { milli_pps }.to_string();
+        assert_eq!(r(8_888_888_888_888_880_830), "8888888888888880.83pps");
+        assert_eq!(r(u64::MAX), "18446744073709551.615pps");
+        assert_eq!(r(2_500), "2.5pps");
+        assert_eq!(r(1), "0.001pps");
+        assert_eq!(r(100_000_000), "100000pps");
+        for text in ["99999999.999pps", "0.001pps", "12345.67pps", "100000pps"] {
+            let rate: PacketRate = text.parse().unwrap();
+            assert_eq!(rate.to_string(), text);
+            assert_eq!(rate.to_string().parse::<PacketRate>().unwrap(), rate);
+        }
     }
 
     #[test]
