@@ -1,4 +1,4 @@
-//! The common time reference (SPEC §1): time-frames of length `TF` counted from an
+//! The common time reference: time-frames of length `TF` counted from an
 //! epoch, `k` frames per time-cycle, cycles optionally grouped in super-cycles, a
 //! per-node clock offset and a guard at the end of each frame.
 //!

@@ -1,4 +1,4 @@
-//! Option types that mean the same in every subcommand (SPEC §8): how to wait for an
+//! Option types that mean the same in every subcommand: how to wait for an
 //! instant and which scheduling policy to ask for. The Linux layer carries them out.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Token-bucket shaping refilled once per shaping interval (SPEC §4, loeser §3).
+//! Token-bucket shaping refilled once per shaping interval (loeser §3).
 //!
 //! A shaped source keeps a bucket of `b` bytes. Tokens arrive at the rate `r`, but —
 //! to keep the timer load of a sender bounded — they are credited only once per

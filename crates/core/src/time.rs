@@ -1,5 +1,5 @@
 //! Nanosecond time: instants tagged with the clock they were read from, signed
-//! durations, and the human duration syntax of SPEC §8 (`250us`, `7.41us`, `1.5ms`, `10s`).
+//! durations, and the human duration syntax (`250us`, `7.41us`, `1.5ms`, `10s`).
 //!
 //! Nothing here reads a clock: instants come in from the Linux layer or the simulator.
 
@@ -10,7 +10,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// Which clock an instant was read from (SPEC §1). The default is `CLOCK_TAI`.
+/// Which clock an instant was read from (the common time reference). The default is `CLOCK_TAI`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClockId {

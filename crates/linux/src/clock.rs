@@ -1,4 +1,4 @@
-//! Reading the clocks of SPEC §1 and mapping kernel socket timestamps onto them.
+//! Reading the clocks of the common time reference and mapping kernel socket timestamps onto them.
 //!
 //! The kernel stamps packets with `CLOCK_REALTIME`, but a run may measure on
 //! `CLOCK_TAI` (the default) or `CLOCK_MONOTONIC`. [`ClockMap`] measures the offset

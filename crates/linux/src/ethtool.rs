@@ -6,7 +6,7 @@
 //! `AF_PACKET` reader sees as [`crate::packet::FrameMeta::csum_not_ready`]), and with
 //! segmentation/receive offloads on, the stack may hand a router one 64 KB "frame"
 //! where the wire would carry 45. A user-space router must see, and send, what a real
-//! link carries. Coalescing (SPEC §5) delays receive interrupts by up to `rx-usecs`,
+//! link carries. Coalescing (host tuning) delays receive interrupts by up to `rx-usecs`,
 //! which adds straight to `L_Rx`; virtual devices such as veth have none and report
 //! [`EthtoolError::Unsupported`].
 //!

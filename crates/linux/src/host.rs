@@ -1,4 +1,4 @@
-//! Host facts recorded with every result (SPEC §6/§7 `"host"`): what kernel, whether
+//! Host facts recorded with every result (the result document's `"host"`): what kernel, whether
 //! it is real-time, which CPU, how CPUs are isolated, the governor, the clock source and
 //! the clock sync state.
 //!
@@ -59,7 +59,7 @@ pub struct SyncFacts {
     pub daemons: Vec<String>,
 }
 
-/// Everything SPEC §6 asks to record about the host.
+/// Everything a result document records about the host.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostFacts {
     pub hostname: String,
@@ -301,7 +301,7 @@ pub fn cpuinfo_has_hypervisor(cpuinfo: &str) -> bool {
     })
 }
 
-/// The boot parameters that shape latency (SPEC §5).
+/// The boot parameters that shape latency (host tuning).
 pub const BOOT_PARAMS: [&str; 12] = [
     "isolcpus",
     "nohz_full",

@@ -9,7 +9,7 @@
 //!   resolution, the kernel's TAI offset, and [`clock::ClockMap`], which converts the
 //!   kernel's socket timestamps (always `CLOCK_REALTIME`) into the clock of a run.
 //! - [`wait`]: [`wait::Waiter`], waiting for an absolute instant by sleeping, spinning
-//!   or both (SPEC §8 `--strategy`); never returns before the deadline unless a stop
+//!   or both (`--strategy`); never returns before the deadline unless a stop
 //!   was asked for (Ctrl-C).
 //! - [`rt`]: real-time setup of the time-critical thread: scheduling policy and
 //!   priority, CPU affinity, `mlockall`, holding `/dev/cpu_dma_latency`; errors that
@@ -17,7 +17,7 @@
 //! - [`udp`]: a UDP socket with DSCP marking, busy polling, kernel/hardware RX and TX
 //!   timestamps (`SO_TIMESTAMPING`), polling and timed blocking receive, batch receive
 //!   (`recvmmsg`), no allocation per packet.
-//! - [`host`]: host facts recorded with every result (SPEC §6): kernel, RT, CPU,
+//! - [`host`]: host facts recorded with every result (the result document): kernel, RT, CPU,
 //!   isolation, governor, clock source, clock sync state; read-only, no root needed.
 //! - [`audit`]: reads the host (`/proc`, `/sys`, adjtimex, coalescing, who holds
 //!   `/dev/cpu_dma_latency`) into the snapshot the audit judges; fixtures capture/load.

@@ -1,4 +1,4 @@
-//! Real-time setup of the time-critical thread (SPEC §5): scheduling policy and
+//! Real-time setup of the time-critical thread (host tuning): scheduling policy and
 //! priority, CPU affinity, locked memory, and `/dev/cpu_dma_latency`.
 //!
 //! Scheduling and affinity apply to the **calling thread** (Linux treats pid 0 as the
@@ -90,7 +90,7 @@ pub enum RtError {
 }
 
 impl RtError {
-    /// A missing privilege (the binary exits with status 3, SPEC §8).
+    /// A missing privilege (the binary exits with status 3).
     pub fn is_permission(&self) -> bool {
         matches!(
             self,
@@ -149,7 +149,7 @@ pub fn policy_denied_message(policy: Policy, priority: i32, as_root: bool) -> St
     }
 }
 
-/// What a run asks for (SPEC §8 `--policy`, `--priority`, `--cpu`, plus memory locking
+/// What a run asks for (`--policy`, `--priority`, `--cpu`, plus memory locking
 /// and C-state control).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RtRequest {

@@ -38,9 +38,9 @@ fn io_err(op: &'static str) -> NetError {
 /// Which timestamps to ask the kernel for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimestampConfig {
-    /// Time the kernel hands each sent datagram to the driver (SPEC §3 `L_Tx`).
+    /// Time the kernel hands each sent datagram to the driver (`L_Tx` of the latency decomposition).
     pub tx_software: bool,
-    /// Time the kernel received each datagram from the driver (SPEC §3 `delta`, `L_Rx`).
+    /// Time the kernel received each datagram from the driver (`delta` and `L_Rx` of the latency decomposition).
     pub rx_software: bool,
     /// NIC timestamps on both paths, where the interface supports them.
     pub hardware: bool,

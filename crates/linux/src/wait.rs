@@ -1,9 +1,9 @@
-//! Waiting for an absolute instant (SPEC §8 `--strategy sleep|hybrid|spin`).
+//! Waiting for an absolute instant (`--strategy sleep|hybrid|spin`).
 //!
 //! Every strategy ends by reading the clock until it shows the deadline, so a waiter
 //! never returns early, whatever the kernel does (early wake-ups, signals, a clock the
 //! kernel cannot sleep on). The returned instant is that last reading: the wake-up time
-//! `L_I` is measured from (SPEC §3).
+//! `L_I` is measured from (the latency decomposition).
 
 use std::cell::RefCell;
 

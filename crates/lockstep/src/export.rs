@@ -1,14 +1,14 @@
 //! `lockstep export FILE [--apply] [--json]`: the Linux `tc` commands that put a
-//! shaping plan or a TDP port schedule into the kernel (issue 4, part 5).
+//! shaping plan or a TDP port schedule into the kernel.
 //!
-//! **Shaped flows** (`[[flow]]`, SPEC §4) become token buckets in the kernel: a device
+//! **Shaped flows** (`[[flow]]`, loeser) become token buckets in the kernel: a device
 //! that carries one flow gets a single `tbf` (rate `r`, burst = the bucket `b`), a
 //! device with several gets an `htb` root with one class per flow (rate = ceil = `r`,
 //! so a flow never borrows beyond its T-SPEC; burst = cburst = `b`) and a `u32` filter
 //! per flow on its 5-tuple. A flow without a `match` takes the device's unclassified
 //! traffic (the htb `default` class); with none, unclassified traffic is not shaped.
 //!
-//! **TDP port schedules** (`[[port]]`, SPEC §2, or the `[node]` table of a `lockstep
+//! **TDP port schedules** (`[[port]]`, time-driven forwarding, or the `[node]` table of a `lockstep
 //! node` file) become a `taprio` qdisc with one gate entry per time-frame: the reserved
 //! traffic class is open alone in the frames that have rows, best effort alone in the
 //! others (so no best-effort frame is ever on the wire when a reserved one is due),
@@ -1107,7 +1107,7 @@ fn taprio_commands(p: &PortSpec) -> DeviceCommands {
         ));
     }
     argv.extend(words(&["clockid", "CLOCK_TAI"]));
-    comment.push("  clockid CLOCK_TAI: the common time reference (SPEC §1)".to_string());
+    comment.push("  clockid CLOCK_TAI: the clock every lockstep node reads".to_string());
     if p.txtime_assist {
         argv.extend(words(&[
             "flags",

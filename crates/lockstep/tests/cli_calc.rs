@@ -1,5 +1,5 @@
 //! `lockstep calc`: the loeser example prints its bounds (exact values), `--json` is
-//! the SPEC §7 document, failed checks exit 1 and bad input exits 2 naming the file,
+//! the result document, failed checks exit 1 and bad input exits 2 naming the file,
 //! the line and the field.
 
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ fn the_loeser_example_prints_its_bounds() {
     let o = calc(&[example().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    // Hand computation (SPEC §4, Eq. 6) for Ts = 10 ms with A's probe flow:
+    // Hand computation (the FIFO port analysis, Eq. 6) for Ts = 10 ms with A's probe flow:
     // C = 12.5 B/us, Σb = 51514 + 41514 + 26514 + 64 = 119606 B, Σr = 11.564 B/us,
     // g_max = 50000 / 7.5 = 20000/3 us; t_switch = 119606/12.5 − (20000/3)(1 − 11.564/12.5)
     // + 45 = 9568.48 − 499.2 + 45 = 9114.28 us = 227857/25.

@@ -1,4 +1,4 @@
-//! `lockstep node` refuses bad node files and missing interfaces with the SPEC §8
+//! `lockstep node` refuses bad node files and missing interfaces with the command-line
 //! exit statuses and messages that say where the problem is. No root needed.
 
 use std::path::PathBuf;

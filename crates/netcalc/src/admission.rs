@@ -106,11 +106,11 @@ pub struct ServerBounds {
     pub buffer: Option<Q>,
     /// FIFO: the delay bound every bit gets here, `h(Σα, β)`, seconds.
     pub fifo_delay: Option<Q>,
-    /// Rules of thumb (SPEC §4, loeser Eq. 5 and 7) from the token-bucket bursts `b_k`
+    /// Rules of thumb (the FIFO port analysis, loeser Eq. 5 and 7) from the token-bucket bursts `b_k`
     /// of the flows as they arrive here: `Σ b_k + R T` bits and `Σ b_k / R + T` s.
     pub backlog_estimate: Q,
     pub delay_estimate: Q,
-    /// The SPEC §4 port formulas, when every flow arrives here as a T-SPEC with the
+    /// The loeser port formulas, when every flow arrives here as a T-SPEC with the
     /// port's rate as peak and one common `M` (a FIFO port fed directly by shaped
     /// senders, as in loeser).
     pub spec_port: Option<FifoPort>,
@@ -639,7 +639,7 @@ impl Admission {
             }
         }
         // FIFO: h(Σα, β) and v(Σα, β) without building Σα (where every flow arrives
-        // as a T-SPEC with the port's rate as peak the delay is SPEC §4's t_switch;
+        // as a T-SPEC with the port's rate as peak the delay is the FIFO port analysis's t_switch;
         // ServerBounds::spec_port shows it, the property tests check that both
         // agree). Arbitrary multiplexing needs the sum itself for the cross traffic.
         let (backlog, fifo_delay, fifo, agg) = match server.multiplexing {
@@ -1033,7 +1033,7 @@ impl Admission {
     }
 }
 
-/// The SPEC §4 port (loeser Eq. 2–7) when every arrival curve is a T-SPEC whose peak
+/// The loeser port (loeser Eq. 2–7) when every arrival curve is a T-SPEC whose peak
 /// is the port rate, or a token bucket.
 fn spec_port(rate: &Q, latency: &Q, arrivals: &[&Curve]) -> Option<FifoPort> {
     let mut flows = Vec::with_capacity(arrivals.len());

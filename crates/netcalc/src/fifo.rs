@@ -1,4 +1,4 @@
-//! One FIFO switch output port exactly as SPEC §4 (loeser Equations 2–7).
+//! One FIFO switch output port exactly as the FIFO port analysis (loeser Equations 2–7).
 //!
 //! `N` flows with T-SPECs `(C, M, r_k, b_k)` share a port `β(t) = C (t − t_mux)+`:
 //!
@@ -16,11 +16,11 @@
 //!
 //! The same argument holds when each flow has its own packet size `M_k` (a token
 //! bucket `(r, b)` is the T-SPEC `(C, b, r, b)`, with `g = 0`), so [`fifo_port`] takes
-//! `M` per flow; with one common `M` it is SPEC §4 to the letter.
+//! `M` per flow; with one common `M` it is the FIFO port analysis to the letter.
 
 use crate::q::Q;
 
-/// The SPEC §4 bounds of one FIFO port.
+/// The loeser bounds of one FIFO port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FifoPort {
     /// `g_k` per flow, seconds.
@@ -40,7 +40,7 @@ pub struct FifoPort {
     pub backlog_exact: bool,
 }
 
-/// Why the SPEC §4 formulas do not apply.
+/// Why the loeser formulas do not apply.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FifoPortError {
     #[error("the port rate C must be above 0")]

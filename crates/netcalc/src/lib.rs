@@ -1,4 +1,4 @@
-//! # lockstep-netcalc — provable delay bounds (SPEC §4)
+//! # lockstep-netcalc — provable delay bounds (the FIFO port analysis)
 //!
 //! Deterministic network calculus in exact rational arithmetic, for the admission
 //! controller and `lockstep calc`. Pure: no I/O beyond parsing the TOML text handed in.
@@ -9,7 +9,7 @@
 //! - [`curve`]: arrival curves (token bucket, T-SPEC and their sums), service curves
 //!   (rate-latency, convolutions, FIFO and arbitrary residuals), deconvolution, delay
 //!   and backlog bounds.
-//! - [`fifo`]: one FIFO port exactly as SPEC §4 (loeser Eq. 2–7).
+//! - [`fifo`]: one FIFO port exactly as the FIFO port analysis (loeser Eq. 2–7).
 //! - [`model`]: servers, flows, networks and the field-naming input errors.
 //! - [`methods`]: the tightest TFA, SFA and PMOO this crate knows, for `calc`
 //!   (bundled arrival curves; not monotone in the traffic, so not for admission).

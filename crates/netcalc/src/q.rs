@@ -497,7 +497,7 @@ impl From<i64> for Q {
 }
 
 impl fmt::Display for Q {
-    /// `n` for whole numbers, `n/d` otherwise (SPEC §7's exact form).
+    /// `n` for whole numbers, `n/d` otherwise (the result document's exact form).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Repr::Small(n, 1) => write!(f, "{n}"),

@@ -1,4 +1,4 @@
-//! Values with units, parsed exactly (SPEC §8): data in bits, time in seconds, rates in
+//! Values with units, parsed exactly (the command line): data in bits, time in seconds, rates in
 //! bit/s, all as [`Q`]. `"0.5ms"` is exactly 1/2000 s and `"20B/us"` exactly
 //! 160 000 000 bit/s; a number may also be written as a fraction (`"302800/3069Mbit/s"`)
 //! so that a rate such as Fast Ethernet's payload rate after preamble and gap can be

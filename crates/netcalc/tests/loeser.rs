@@ -1,5 +1,5 @@
 //! The loeser §4.3.1 configuration (examples/loeser-fast-ethernet.toml) against
-//! loeser Table 4, and the SPEC §4 port formulas against the generic analysis.
+//! loeser Table 4, and the loeser port formulas against the generic analysis.
 
 use lockstep_netcalc::units::{Shown, Unit};
 use lockstep_netcalc::{fifo_port, load, PortFlow, Q};
@@ -34,7 +34,7 @@ fn example_prints_bounds() {
     assert_eq!(r.overflowing_servers().count(), 0);
 }
 
-/// loeser Table 4 from SPEC §4 (Eq. 4, 6, 7) with loeser's own inputs: the three
+/// loeser Table 4 from the FIFO port analysis (Eq. 4, 6, 7) with loeser's own inputs: the three
 /// senders only (no probe flow) and the port rate left after preamble and gap,
 /// C = 100 Mbit/s · 1514/1534.5; t_max adds Table 1's 80 µs.
 #[test]

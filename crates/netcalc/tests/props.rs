@@ -5,7 +5,7 @@
 //! - removing a flow restores every bound exactly;
 //! - no bound is below the worst delay an exact fluid simulation of symmetric bursts
 //!   through FIFO rate-latency servers produces;
-//! - the SPEC §4 port formulas equal the generic deviations;
+//! - the loeser port formulas equal the generic deviations;
 //! - all of this also with propagated delays rounded up to a grid.
 //!
 //! Sizes are small so the whole file runs in a few seconds.

@@ -70,7 +70,7 @@ pub struct LiveConfig {
     /// How to wait for frame starts (routers: how to wait between packets too).
     #[serde(default = "default_strategy")]
     pub strategy: WaitStrategy,
-    /// Clock of the common time reference (SPEC §1).
+    /// Clock of the common time reference.
     #[serde(default)]
     pub clock: ClockId,
     /// Starting spin margin of the hybrid strategy (it then adapts).

@@ -882,7 +882,7 @@ impl Checker<'_> {
                 field,
                 format!(
                     "forwarding delay {v}: a packet must be in its output queue by the end of \
-                     the frame before it leaves (SPEC §2, rule 1), so d is at least 1"
+                     the frame before it leaves (time-driven forwarding, rule 1), so d is at least 1"
                 ),
             ));
         }

@@ -150,7 +150,7 @@ fn bad_values_name_the_field() {
     );
     assert_eq!(
         err(&edit("d = 1", "d = 0")),
-        "t.toml:5:5: scenario.d: forwarding delay 0: a packet must be in its output queue by the end of the frame before it leaves (SPEC §2, rule 1), so d is at least 1"
+        "t.toml:5:5: scenario.d: forwarding delay 0: a packet must be in its output queue by the end of the frame before it leaves (time-driven forwarding, rule 1), so d is at least 1"
     );
     assert_eq!(
         err(&edit("d = 1", "d = 4")),

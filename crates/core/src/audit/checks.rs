@@ -1,4 +1,4 @@
-//! The judgement: one function per item of SPEC §5, each from the snapshot to a
+//! The judgement: one function per tuning item, each from the snapshot to a
 //! [`Check`]. Rules are documented on each function; tests pin them on fixtures.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The host audit (SPEC §5): what on this host adds latency, judged from captured text.
+//! The host audit: what on this host adds latency, judged from captured text.
 //!
 //! The Linux layer reads `/proc`, `/sys`, `adjtimex`, the ethtool coalescing settings
 //! and the process table into a [`Snapshot`] and changes nothing; everything that
@@ -27,7 +27,7 @@ pub use checks::audit;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Tuned as SPEC §5 recommends.
+    /// Tuned as the host audit recommends.
     Pass,
     /// Adds latency or jitter in some cases, or the tuning is incomplete.
     Warn,
@@ -164,7 +164,7 @@ pub struct Coalesce {
 }
 
 impl Coalesce {
-    /// An interrupt per frame, no adaptation (SPEC §5 "coalescing off").
+    /// An interrupt per frame, no adaptation ("coalescing off").
     pub const OFF: Coalesce = Coalesce {
         rx_usecs: 0,
         rx_max_frames: 1,

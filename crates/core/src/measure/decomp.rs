@@ -1,5 +1,5 @@
-//! The receiver's per-flow accounting: statistics of SPEC §6 and the per-packet
-//! latency decomposition of SPEC §3, from the probe packet's own timestamps.
+//! The receiver's per-flow accounting: statistics of the result document and the per-packet
+//! latency decomposition, from the probe packet's own timestamps.
 //!
 //! A packet meant to leave in the frame starting at `t0` carries `t0`, the sender's
 //! wake-up `t_wake` and application send time `t_send`, and one hop record per router

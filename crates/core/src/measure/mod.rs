@@ -2,7 +2,7 @@
 //! layer or a simulator), they compute what the probe reports.
 //!
 //! - [`decomp`]: a TDP receiver's per-flow latency decomposition along the hops a
-//!   probe recorded (SPEC §3).
+//!   probe recorded (the latency decomposition).
 //! - [`txmatch`]: kernel TX timestamps matched to the packets they belong to.
 
 pub mod decomp;

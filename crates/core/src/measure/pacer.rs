@@ -5,7 +5,7 @@
 //!
 //! Slot `f` (the packet's *frame index*) is meant to leave at
 //! `t0(f) = start + f * period`. Every packet carries its frame index and `t0`, so a
-//! receiver measures the true one-way latency `app_rx − t0` (SPEC §3) and the sender's
+//! receiver measures the true one-way latency `app_rx − t0` (the latency decomposition) and the sender's
 //! wake-up latency `L_I = t_wake − t0`, whatever happened in between.
 //!
 //! # Catch-up policy

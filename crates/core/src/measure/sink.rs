@@ -8,7 +8,7 @@
 //! - the inter-arrival time `ΔT` between consecutive packets of a flow, from the
 //!   application receive times and from the kernel RX timestamps (toussaint2018's
 //!   measure of receive jitter);
-//! - the end-to-end one-way latency `L = app_rx − t0` (SPEC §3): the true `L`, never
+//! - the end-to-end one-way latency `L = app_rx − t0` (the latency decomposition): the true `L`, never
 //!   reduced modulo a frame, because the packet carries its own `t0`;
 //! - its decomposition where the fields exist: `L_I = t_wake − t0` (sender wake-up),
 //!   send path `t_send − t_wake` (the sender's user-space part of `L_Tx`; the kernel
@@ -432,7 +432,7 @@ pub struct FlowReport {
     pub rfc3550_jitter_ns: f64,
 }
 
-/// What the sink reports (SPEC §6/§7 shapes).
+/// What the sink reports (the result document's shapes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SinkReport {
     /// Every datagram received.

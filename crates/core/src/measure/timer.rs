@@ -88,7 +88,7 @@ pub struct TimerReport {
     pub interval_ns: i64,
     /// Number of wake-ups measured.
     pub samples: u64,
-    /// Wake-up latency distribution (SPEC §7).
+    /// Wake-up latency distribution (the result document).
     pub latency: Summary,
     /// Wake-ups later than one interval.
     pub overruns: u64,

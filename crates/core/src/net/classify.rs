@@ -1,5 +1,5 @@
 //! 5-tuple classification: how an edge router tells which reserved flow an
-//! unmarked packet belongs to (SPEC §2). Rules are tried in order and the first
+//! unmarked packet belongs to (time-driven forwarding). Rules are tried in order and the first
 //! one that matches wins, like a firewall's rule list, so an operator can put a
 //! narrow rule in front of a broad one.
 //!

@@ -390,7 +390,7 @@ impl Histogram {
             + (self.pos.capacity() + self.neg.capacity()) * std::mem::size_of::<u64>()
     }
 
-    /// The SPEC §7 distribution object.
+    /// The result-document distribution object.
     pub fn summary(&self) -> Summary {
         let (bucket_ns, count) = self.buckets().unzip();
         let percentiles_ns = if self.count == 0 {

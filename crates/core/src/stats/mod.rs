@@ -1,8 +1,8 @@
-//! Statistics every measurement reports (SPEC §6).
+//! Statistics every measurement reports (the result document).
 //!
 //! - [`Histogram`]: log-bucket histogram of nanosecond values — count, exact
 //!   min/mean/max/stddev, percentiles within a stated relative error, PMF; mergeable.
-//! - [`Summary`]: the SPEC §7 distribution object built from a histogram.
+//! - [`Summary`]: the result-document distribution object built from a histogram.
 //! - [`Rfc3550Jitter`]: the RFC 3550 inter-arrival jitter estimate.
 //! - [`ks_statistic`]: the two-sample Kolmogorov–Smirnov distance of two samples.
 //! - [`SeqTracker`]: loss, duplicates, reordering and loss runs from sequence numbers.

@@ -1,5 +1,5 @@
 //! Sequence-number accounting: loss, duplicates, reordering and runs of consecutive
-//! misses (SPEC §6), in O(1) per packet and bounded memory.
+//! misses (the result document), in O(1) per packet and bounded memory.
 //!
 //! The first packet received sets the base (a sender usually starts at 0, but the
 //! first packets may be lost or the receiver may start late). Packets are judged

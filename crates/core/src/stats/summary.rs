@@ -1,4 +1,4 @@
-//! The distribution object of SPEC §7, as every result document carries it:
+//! The distribution object of the result document, as every result document carries it:
 //!
 //! ```json
 //! {"count": 100000, "min_ns": 1200, "mean_ns": 2350.5, "max_ns": 45000,
@@ -27,7 +27,7 @@ pub const PERCENTILES: [(&str, f64); 6] = [
     ("99.999", 99.999),
 ];
 
-/// A distribution of nanosecond values (SPEC §7).
+/// A distribution of nanosecond values (the result document).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub count: u64,
@@ -84,7 +84,7 @@ mod tests {
         }
         let s = h.summary();
         let text = serde_json::to_string(&s).unwrap_or_default();
-        // Field and percentile order as in SPEC §7.
+        // Field and percentile order as in the result document.
         let order = [
             "\"count\"",
             "\"min_ns\"",

@@ -2,7 +2,7 @@
 //! `lockstep node --config` reads. Plain serde data; [`crate::tdp::node::Node::new`]
 //! validates it and names the offending field in every error.
 //!
-//! Durations are written with their unit (`tf = "250us"`, SPEC §8); an integer is
+//! Durations are written with their unit (`tf = "250us"`); an integer is
 //! read as nanoseconds. MAC addresses read `"02:00:00:00:00:01"`, prefixes
 //! `"10.0.1.0/24"`.
 
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::deps::{EthernetAddress, PortId, Prefix, Route};
 use crate::time::Duration;
 
-/// What a node does (SPEC §2).
+/// What a node does (time-driven forwarding).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -50,7 +50,7 @@ pub enum SlipAction {
     Drop,
 }
 
-/// The common time reference as this node sees it (SPEC §1).
+/// The common time reference as this node sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrameConfig {

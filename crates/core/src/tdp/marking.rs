@@ -1,4 +1,4 @@
-//! Frame marking (baldi2006, SPEC §2): a reserved packet carries a compressed
+//! Frame marking (baldi2006, time-driven forwarding): a reserved packet carries a compressed
 //! timestamp in its DSCP — `0x0c` marks a TDP packet, `0x10` is set in odd frames,
 //! `0x20` in odd cycles. Per input link the receiving node keeps the frame of the last
 //! packet and advances it when the parity changes (an alternating-bit protocol); its

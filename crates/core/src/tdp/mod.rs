@@ -1,4 +1,4 @@
-//! Time-Driven Priority (pipeline forwarding), SPEC §2 — the pure parts: the
+//! Time-Driven Priority (pipeline forwarding) — the pure parts: the
 //! scheduling table, the per-port frame queues and the frame marking carried in DSCP.
 //!
 //! - [`schedule`]: `k` rows of `(flow, packets)` per output port, validated against

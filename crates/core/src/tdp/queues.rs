@@ -1,4 +1,4 @@
-//! The output module of a TDP port (baldi2006, SPEC §2): `n_buf = d_max + 1` frame
+//! The output module of a TDP port (baldi2006, time-driven forwarding): `n_buf = d_max + 1` frame
 //! queues. A packet to be forwarded in frame `TF_out` goes to queue
 //! `((TF_out + k - TF_curr) mod k + buf_curr) mod n_buf`; at each frame start the next
 //! queue becomes the one being flushed. The extra queue guarantees the queue being

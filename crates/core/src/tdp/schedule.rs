@@ -1,4 +1,4 @@
-//! The scheduling table of one output port (SPEC §2): `k` rows, row `i` lists the
+//! The scheduling table of one output port (time-driven forwarding): `k` rows, row `i` lists the
 //! `(flow, packets)` pairs sent in frame `i mod k`. A row is valid when its bytes on
 //! the wire, sent back to back, end before the guard at the end of the frame:
 //! `sum(packets * (size + overhead)) * 8 <= (TF - guard) * C`.

@@ -14,7 +14,7 @@ pub use probe::{
 };
 
 // Link, network and transport headers a lockstep router parses and rewrites in user
-// space (issue 3): Ethernet II, IPv4, UDP, and the Internet checksum they share.
+// space: Ethernet II, IPv4, UDP, and the Internet checksum they share.
 pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;

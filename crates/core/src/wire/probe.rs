@@ -3,7 +3,7 @@
 //! One format serves every measurement so that any node on the path (sender, TDP
 //! router, rr server, receiver) can read and extend it without knowing which probe
 //! produced it. It carries the sending frame index so a receiver reports the true
-//! latency `L`, not `L mod TF` (SPEC §3), and the sender's three timestamps so the
+//! latency `L`, not `L mod TF` (the latency decomposition), and the sender's three timestamps so the
 //! receiver can split `L` into `L_I`, `L_Tx`, `delta` and `L_Rx`.
 //!
 //! # Layout (network byte order)
@@ -45,7 +45,7 @@
 //!
 //! Then padding up to `total_len` bytes, ignored (emitted as zeros).
 //!
-//! All timestamps are `i64` nanoseconds of the node's configured clock (SPEC §1);
+//! All timestamps are `i64` nanoseconds of the node's configured clock (the common time reference);
 //! [`NOT_FILLED`] (0) means "not filled".
 //!
 //! # Rules
@@ -121,7 +121,7 @@ pub const MIN_RECORDED_HOPS: usize = 8;
 pub const MIN_PACKET_LEN: usize = HEADER_LEN;
 /// Flag bit 0: this packet is a response from an rr server.
 pub const FLAG_RESPONSE: u8 = 0x01;
-/// Flag bit 1: this packet is a TDP padding packet (SPEC §2), sent to keep a
+/// Flag bit 1: this packet is a TDP padding packet (time-driven forwarding), sent to keep a
 /// neighbour in step when a node has nothing else to send in a frame.
 pub const FLAG_PADDING: u8 = 0x02;
 /// Every flag bit this version knows.

@@ -1,4 +1,4 @@
-//! TDP frame allocation (SPEC §2, §4): admission of a time-driven flow means finding
+//! TDP frame allocation (time-driven forwarding): admission of a time-driven flow means finding
 //! frames. A flow crosses output ports `h_0, h_1, …` (a hop is `node/port`); it is
 //! sent by `h_0` in frame `start` and, with the forwarding delays `d_j`, by `h_j` in
 //! frame `start + d_0 + … + d_j`. Reservations repeat every cycle of `k` frames, so

@@ -1,6 +1,6 @@
 //! The JSON of the controller's API: requests read field by field (so that every
 //! error names the field: unknown keys, wrong types, bad units, missing values), the
-//! bounds as SPEC §7 exact values, and the error bodies.
+//! bounds as exact values, and the error bodies.
 //!
 //! Errors: HTTP 400 `{"error": "...", "field": "rate"}` for bad input, 401/403 for
 //! auth, 404 for an unknown name, 409 `{"error", "field"}` for a name (or TDP id)
@@ -356,7 +356,7 @@ pub fn input_field(e: &InputError) -> Option<String> {
     })
 }
 
-/// SPEC §7 bound: `{"exact": "965/12", "unit": "us", "value": 80.4167}`.
+/// A bound in a result document: `{"exact": "965/12", "unit": "us", "value": 80.4167}`.
 pub fn bound(q: &Q, unit: Unit) -> Value {
     let s = Shown::new(q, unit);
     json!({ "exact": s.exact.to_string(), "unit": unit.name(), "value": round4(s.value()) })

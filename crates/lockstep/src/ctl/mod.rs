@@ -1,4 +1,4 @@
-//! `lockstep ctl`: the admission controller (SPEC §4, loeser §3.2) and its client.
+//! `lockstep ctl`: the admission controller (loeser §3.2) and its client.
 //!
 //! `lockstep ctl serve --db PATH --listen ADDR --network NETWORK.toml [--tdp TDP.toml]
 //! [--token-file FILE]` holds a network of rate-latency servers (the `lockstep calc`

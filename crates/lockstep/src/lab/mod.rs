@@ -90,7 +90,7 @@ pub struct RunArgs {
     /// Result directory (default: lab-results/<scenario>-<time>).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Print the SPEC §7 document on stdout (tables go to stderr; TDP, jitter and
+    /// Print the result document on stdout (tables go to stderr; TDP, jitter and
     /// rt-service scenarios).
     #[arg(long)]
     pub json: bool,

@@ -519,7 +519,7 @@ pub fn table(rows: &[Row]) -> String {
     t
 }
 
-/// The target of issue 5: the best configuration's p99 ≥ 3× lower than untuned while
+/// The target: the best configuration's p99 ≥ 3× lower than untuned while
 /// keeping ≥ 90 % of the untuned bulk throughput. `(best, p99 ratio, throughput
 /// share, met)`.
 pub fn verdict(rows: &[Row]) -> Option<(Config, f64, f64, bool)> {

@@ -6,7 +6,7 @@
 //! Output directory:
 //!
 //! ```text
-//! DIR/summary.json        SPEC §7 document; results.report is the LabReport
+//! DIR/summary.json        the result document; results.report is the LabReport
 //! DIR/report.html         self-contained report (plots)
 //! DIR/scenario.toml       the scenario as run
 //! DIR/host.json           host facts

@@ -12,7 +12,7 @@
 //!   export`'s translation of the flow (`export::commands`), so a flow `(r, b)` maps to
 //!   tc parameters in one place.
 //!
-//! A sends a small probe every period. Per (shaper, `Ts`) the report puts the SPEC §4
+//! A sends a small probe every period. Per (shaper, `Ts`) the report puts the loeser
 //! bound for A's packets next to the observed maximum delay, the loss and the CPU time
 //! shaping cost.
 //!
@@ -442,7 +442,7 @@ impl Shaped {
             .saturating_add(self.payload.0 + FRAME_OVERHEAD)
     }
 
-    /// The SPEC §4 bound for A's packets at `ts` behind lockstep's shaper: one FIFO
+    /// The loeser bound for A's packets at `ts` behind lockstep's shaper: one FIFO
     /// port at `port_rate` with `t_mux`; C, D, E as token buckets `(r, bucket + r·Ts)`
     /// (the affine envelope of a `Ts`-refilled bucket,
     /// `TokenBucket::affine_burst_nanobits`), A as `(M/period, M)`.
@@ -1032,7 +1032,7 @@ pub fn table(s: &Shaped, rows: &[Row]) -> String {
     }
     let _ = writeln!(
         t,
-        "bound: SPEC §4 Eq. 6 (t_max) and Eq. 7 (t_est) for A's packets, one FIFO port at {} bit/s, t_mux {}; \
+        "bound: loeser Eq. 6 (t_max) and Eq. 7 (t_est) for A's packets, one FIFO port at {} bit/s, t_mux {}; \
          bucket b = r·Ts + M for every shaper (tbf/htb have no Ts: the row's Ts picks b); \
          C/D/E as lockstep (r, b + r·Ts), tbf (r, b), htb (r, b + M); t_max(b): Eq. 6 with (r, b) (loeser's convention). \
          app = A's one-way max (application to application), net = kernel TX to RX timestamp max. \

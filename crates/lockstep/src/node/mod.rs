@@ -1,4 +1,4 @@
-//! `lockstep node --config FILE.toml`: one live time-driven node (SPEC §2–3), one
+//! `lockstep node --config FILE.toml`: one live time-driven node (time-driven forwarding and the latency decomposition), one
 //! process per node. The file's `[node]` table is the sans-IO node's configuration,
 //! `[live]` says how this process runs it ([`config`]).
 //!
@@ -43,7 +43,7 @@
 //! it refuses (exit 3) an unsynchronised clock or one whose estimated error exceeds
 //! TF/2. In a one-host lab all nodes share one clock: no `--require-sync` there.
 //!
-//! Exit status (SPEC §8): 0 done, 2 a bad file or option (the message names the
+//! Exit status (the command line): 0 done, 2 a bad file or option (the message names the
 //! file, line and field), 3 the environment (no privilege for raw sockets, a
 //! missing interface or clock, an unsynchronised clock with `--require-sync`).
 
@@ -284,7 +284,7 @@ impl Ctx {
     }
 }
 
-/// The result document (SPEC §7 conventions; the shape the lab reads).
+/// The result document (the result document conventions; the shape the lab reads).
 #[derive(Serialize)]
 struct NodeDoc<'a> {
     name: &'a str,

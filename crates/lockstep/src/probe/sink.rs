@@ -1,5 +1,5 @@
 //! `lockstep probe sink`: receive probe packets and report inter-arrival times,
-//! one-way latency and its decomposition (SPEC §3), the receive path, RFC 3550 jitter,
+//! one-way latency and its decomposition (the latency decomposition), the receive path, RFC 3550 jitter,
 //! loss, duplicates and reordering per flow. The accounting is
 //! [`lockstep_core::measure::sink::SinkState`]; this file receives and timestamps.
 //!

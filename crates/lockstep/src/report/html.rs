@@ -61,7 +61,7 @@ pub struct FlowReport {
     /// (time since the start, ΔT), both in ns, decimated to at most ~4000 points
     /// keeping the extremes.
     pub inter_arrival_series: Vec<(i64, i64)>,
-    /// The SPEC §3 split, in path order: `L_I`, `L_Tx`, links, residences, `L_Rx`.
+    /// The decomposition split, in path order: `L_I`, `L_Tx`, links, residences, `L_Rx`.
     pub decomposition: Vec<Component>,
     pub sent: u64,
     pub received: u64,
@@ -97,7 +97,7 @@ pub struct HopReport {
 }
 
 impl LabReport {
-    /// The report of a lab run that wrote `doc` (SPEC §7): its command, start and host,
+    /// The report of a lab run that wrote `doc` (the result document): its command, start and host,
     /// the `runs` to show and the printed `table` as notes.
     pub fn for_doc(
         title: String,

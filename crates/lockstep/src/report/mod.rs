@@ -1,4 +1,4 @@
-//! Results: the SPEC §7 JSON document, the output directory, streamed per-sample CSV,
+//! Results: the result-document JSON document, the output directory, streamed per-sample CSV,
 //! and the human summary tables.
 
 pub mod ccdf;
@@ -24,7 +24,7 @@ pub use samples::SampleWriter;
 /// Version of the result document layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// One result document (SPEC §7): what ran, where, with which settings, and what it
+/// One result document (the result document): what ran, where, with which settings, and what it
 /// measured. Every measuring command builds one.
 #[derive(Debug, Serialize)]
 pub struct ResultDoc {
@@ -43,7 +43,7 @@ pub struct ResultDoc {
     pub config: Value,
     /// What the run did to the thread (policy, priority, CPU, mlock, dma latency).
     pub realtime: Value,
-    /// The measurements: distributions in the SPEC §7 shape, counters.
+    /// The measurements: distributions in the result-document shape, counters.
     pub results: Map<String, Value>,
     /// Anything the user should know (missing kernel features, fallbacks, stolen CPU).
     pub warnings: Vec<String>,
@@ -137,7 +137,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// Where a run's human text, JSON and files go, following SPEC §8: with `--json` the
+/// Where a run's human text, JSON and files go, following the command line: with `--json` the
 /// document is the only thing on stdout and human text goes to stderr.
 pub struct Output {
     pub args: OutputArgs,
