@@ -1932,3 +1932,7 @@ rows = [{ slot = 1, packets = 2, size = 300 }, { slot = 3, packets = 1, size = 3
         assert!(text.contains("\n# == p0: TDP schedule, 2 of 4 frames reserved -> taprio ==\n"));
     }
 }
+
+#[cfg(test)]
+#[path = "export_fuzz_smoke.rs"]
+mod fuzz_smoke;

@@ -633,3 +633,7 @@ mod tests {
         assert_eq!(field_of(tdp_spec(&m).unwrap_err()), (400, json!("start")));
     }
 }
+
+#[cfg(test)]
+#[path = "api_fuzz_smoke.rs"]
+mod fuzz_smoke;
