@@ -100,6 +100,27 @@ impl Fault {
     }
 }
 
+/// Whether a run of `duration` with time-cycles of `cycle` leaves two cycles after
+/// every outage, so recovery can be seen; the error says what `--duration` would.
+pub fn check_room(faults: &[Fault], duration: Duration, cycle: Duration) -> Result<(), String> {
+    for (i, f) in faults.iter().enumerate() {
+        let Some((_, end)) = f.outage() else {
+            continue;
+        };
+        let needed = end.as_nanos() + 2 * cycle.as_nanos();
+        if needed > duration.as_nanos() {
+            return Err(format!(
+                "fault[{i}] ({} {}) ends at {end}, and recovery takes two cycles ({}) to see: the run lasts {duration}; give --duration {} or more",
+                f.name(),
+                f.target(),
+                Duration(2 * cycle.as_nanos()),
+                Duration(needed)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A `[[fault]]` table as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

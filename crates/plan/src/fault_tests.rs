@@ -128,8 +128,24 @@ fn a_longer_frame_from_the_command_line_must_leave_room_to_recover() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.ends_with("fault[0]: --tf 60ms: the run (2s) ends before two cycles after this link-down ends"),
+        e.ends_with(
+            "fault[0]: --tf 60ms: the run (2s) ends before two cycles after this link-down ends"
+        ),
         "{e}"
+    );
+}
+
+#[test]
+fn a_run_must_last_two_cycles_past_every_outage() {
+    let s = Scenario::parse("link-down.toml", LINK_DOWN).unwrap();
+    let cycle = Duration::from_millis(2);
+    assert_eq!(
+        check_room(&s.faults, Duration::from_millis(2000), cycle),
+        Ok(())
+    );
+    assert_eq!(
+        check_room(&s.faults, Duration::from_millis(1000), cycle),
+        Err("fault[0] (link-down r1-r2) ends at 1.1s, and recovery takes two cycles (4ms) to see: the run lasts 1s; give --duration 1.104s or more".to_string())
     );
 }
 
@@ -139,7 +155,10 @@ fn time_scaling_stretches_every_fault() {
     let s = s.scaled(10).unwrap();
     assert_eq!(s.faults[0].at, Duration::from_millis(10_000));
     assert_eq!(s.faults[0].down, Duration::from_millis(1000));
-    let c = Scenario::parse("clock.toml", WITHIN).unwrap().scaled(2).unwrap();
+    let c = Scenario::parse("clock.toml", WITHIN)
+        .unwrap()
+        .scaled(2)
+        .unwrap();
     let FaultKind::ClockOffset { offset, .. } = c.faults[0].kind else {
         panic!("a clock offset");
     };

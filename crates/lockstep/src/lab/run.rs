@@ -922,6 +922,10 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
             last: std::cell::Cell::new(None),
         };
         let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
+        let cycle = Duration(run.tf.as_nanos().saturating_mul(i64::from(s.k)));
+        let duration = opts.duration.unwrap_or(s.duration);
+        lockstep_plan::fault::check_room(&s.faults, duration, cycle)
+            .map_err(|e| UsageError(format!("{}: {e}", s.source.file)))?;
         progress.line(&format!(
             "{} nodes, {} links, {} flows, TF {} k {}",
             p.nodes.len(),

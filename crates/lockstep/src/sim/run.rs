@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use super::{hostfile, paper, SimRunArgs};
 use crate::lab::faults::{self, FaultCheck, FaultVerdict};
 use crate::lab::results::{
-    assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter,
-    ScenarioLines, TxJoin,
+    assemble, flow_inputs, node_ids, router_report, Collected, FlowLine, FlowsMeter, ScenarioLines,
+    TxJoin,
 };
 use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
 use crate::report::html::LabReport;
@@ -148,6 +148,9 @@ pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<Sce
     for (i, run) in runs.iter().enumerate() {
         let planning = wall_ns();
         let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
+        let cycle = Duration(run.tf.as_nanos().saturating_mul(i64::from(s.k)));
+        lockstep_plan::fault::check_room(&s.faults, duration, cycle)
+            .map_err(|e| UsageError(format!("{}: {e}", args.scenario.display())))?;
         let plan_ns = wall_ns() - planning;
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
         let packets = args.packets.then(|| dir.join(&run.dir));
@@ -226,7 +229,8 @@ pub fn simulate(
     let inputs = flow_inputs(p, &none, &none);
     let tf_ns = p.run.tf.as_nanos();
     let mut meter = FlowsMeter::new(&inputs, tf_ns, duration.as_nanos(), &ids, &tx);
-    let mut check = (!p.faults.is_empty()).then(|| FaultCheck::new(faults::fault_flows(p, &inputs)));
+    let mut check =
+        (!p.faults.is_empty()).then(|| FaultCheck::new(faults::fault_flows(p, &inputs)));
     let started = wall_ns();
     let end = opts.start_ns.saturating_add(duration.as_nanos());
     let mut shown = started;
@@ -265,7 +269,12 @@ pub fn simulate(
             .node_events()
             .map(|(n, s)| (n.to_string(), s.slips))
             .collect();
-        c.judge(&p.faults, &faults::run_facts(p, opts.start_ns, end), &sent, &slips)
+        c.judge(
+            &p.faults,
+            &faults::run_facts(p, opts.start_ns, end),
+            &sent,
+            &slips,
+        )
     });
     let measured: BTreeMap<u32, _> = inputs.iter().map(|f| f.id).zip(meter.finish()).collect();
     let routers: Vec<lockstep_core::tdp::NodeCounters> =
