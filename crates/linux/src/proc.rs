@@ -6,8 +6,9 @@
 //! stopping it also stops whatever it started.
 //!
 //! [`Proc`] is one started child: [`Proc::try_wait`], [`Proc::wait`],
-//! [`Proc::wait_until`] a deadline, and [`Proc::stop`]: SIGTERM, then SIGKILL once a
-//! bounded grace period has passed, then reap. Dropping a `Proc` stops it.
+//! [`Proc::wait_until`] a deadline, [`Proc::wait_or_stop`] (a stop asked of this
+//! process is passed on), and [`Proc::stop`]: SIGTERM, then SIGKILL once a bounded
+//! grace period has passed, then reap. Dropping a `Proc` stops it.
 //!
 //! [`Group`] holds several children, each tagged with a kind of the caller's: it
 //! notices which exited ([`Group::poll`]), counts those still running, stops a subset
@@ -286,16 +287,55 @@ fn create_log(path: &Path) -> Result<File, ProcError> {
     })
 }
 
+/// How a child waited for with [`run_attached`] or [`Proc::wait_or_stop`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    pub status: ExitStatus,
+    /// A stop was asked for ([`crate::signal`]) and passed on to it.
+    pub stopped: bool,
+}
+
 /// Runs `argv` in the foreground — this process group, standard input, output and
-/// error inherited, so it can use the terminal — and waits for it.
-pub fn run_attached<S: AsRef<OsStr>>(argv: &[S]) -> io::Result<ExitStatus> {
+/// error inherited, so it can use the terminal — and waits for it. Once a stop is
+/// asked for (SIGINT/SIGTERM to this process: a SIGTERM sent to this process alone
+/// does not reach the child) it is passed on: SIGTERM, SIGKILL after `grace`.
+pub fn run_attached<S: AsRef<OsStr>>(argv: &[S], grace: Duration) -> io::Result<Ended> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "no program given",
         ));
     };
-    Command::new(program).args(args).status()
+    let mut child = Command::new(program).args(args).spawn()?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Ended {
+                status,
+                stopped: false,
+            });
+        }
+        if crate::signal::stop_requested() {
+            break;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    // not reaped yet: the PID is still the child's
+    let _ = raw_kill(child.id(), false, Signal::Term);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Ended {
+                status,
+                stopped: true,
+            });
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    let _ = child.kill();
+    Ok(Ended {
+        status: child.wait()?,
+        stopped: true,
+    })
 }
 
 /// The last [`TAIL_LINES`] non-empty lines of a log file joined by ` | `, for error
@@ -370,6 +410,31 @@ impl Proc {
         let s = self.child.wait().map_err(|e| self.wait_error(e))?;
         self.status = Some(s);
         Ok(s)
+    }
+
+    /// Waits for it to exit, or, once a stop is asked for ([`crate::signal`]: SIGINT
+    /// or SIGTERM to this process, which a child in a group of its own does not get),
+    /// stops it as [`Proc::stop`] does with `grace`.
+    pub fn wait_or_stop(&mut self, grace: Duration) -> Result<Ended, ProcError> {
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(Ended {
+                    status,
+                    stopped: false,
+                });
+            }
+            if crate::signal::stop_requested() {
+                let status = match self.stop(grace) {
+                    Some(s) => s,
+                    None => self.wait()?,
+                };
+                return Ok(Ended {
+                    status,
+                    stopped: true,
+                });
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
     }
 
     /// Waits for it to exit until `deadline`: `None` if it still runs then.

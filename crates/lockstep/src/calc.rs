@@ -8,10 +8,14 @@
 //! bound against its buffer, the FIFO delay, the rules of thumb and, where they
 //! apply, the single-port formulas. Every bound is an exact fraction in its unit
 //! next to a float. Exit status 1 when a deadline or a buffer check fails, 2 on bad
-//! input (naming file, line and field).
+//! input (naming file, line and field). Ctrl-C/SIGTERM is looked at before each flow
+//! of each method (and each round of a cyclic network's fixed point): the bounds
+//! found so far are printed, the rest shown `-`, the document says `interrupted`, and
+//! the exit status is 3.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -24,7 +28,8 @@ use serde_json::{json, Value};
 use lockstep_plan::scenario::{RunMode, RunSpec};
 
 use crate::report::ResultDoc;
-use crate::{CheckFailed, UsageError};
+use crate::stop::{self, Cut};
+use crate::{CheckFailed, Interrupted, UsageError};
 
 #[derive(Args, Debug)]
 pub struct CalcArgs {
@@ -80,6 +85,8 @@ struct Calc {
     runs: Vec<MethodRun>,
     /// The TFA's bound at each hop, when the TFA ran.
     tfa_hops: Option<Vec<Result<Vec<Q>, methods::NoBound>>>,
+    /// What a stop left undone (`LP: 12 of 40 flows bounded; PMOO not run`).
+    interrupted: Option<String>,
 }
 
 impl Calc {
@@ -125,8 +132,12 @@ impl Calc {
 pub fn run(args: CalcArgs) -> Result<()> {
     let methods = args.method.methods();
     let mut all = Vec::with_capacity(args.networks.len());
+    let mut not_read = Vec::new();
     for path in &args.networks {
-        all.push(compute(path, &methods)?);
+        match compute(path, &methods)? {
+            Some(c) => all.push(c),
+            None => not_read.push(path.display().to_string()),
+        }
     }
     let text: String = all.iter().map(human).collect::<Vec<_>>().join("\n");
     if args.json {
@@ -139,6 +150,16 @@ pub fn run(args: CalcArgs) -> Result<()> {
         println!("{out}");
     } else {
         print!("{text}");
+    }
+    let mut undone: Vec<String> = all
+        .iter()
+        .filter_map(|c| Some(format!("{}: {}", c.file, c.interrupted.as_ref()?)))
+        .collect();
+    if !not_read.is_empty() {
+        undone.push(format!("not analysed: {}", not_read.join(", ")));
+    }
+    if !undone.is_empty() {
+        return Err(Interrupted(undone.join("; ")).into());
     }
     let mut why = Vec::new();
     for c in &all {
@@ -165,64 +186,131 @@ pub fn run(args: CalcArgs) -> Result<()> {
     Ok(())
 }
 
-/// Reads, checks and analyses one network file.
-fn compute(path: &PathBuf, methods: &[Method]) -> Result<Calc> {
+/// What reading a network file gives: the network, the per-server analysis
+/// (feed-forward networks only) and how the methods treat its servers.
+type Loaded = (Network, Option<Report>, methods::Options);
+
+/// Reads and checks one network file (a big scenario takes long to plan: see
+/// [`compute`]).
+fn load_network(path: &PathBuf) -> Result<Loaded> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("{file}: cannot read it: {e}")))?;
-    let located = |e: lockstep_netcalc::InputError| {
-        let at = match e.line {
-            Some(l) => format!("{file}:{l}"),
-            None => file.clone(),
-        };
-        UsageError(format!("{at}: {}", field_message(&e)))
-    };
+    let located = |e: lockstep_netcalc::InputError| located(&file, e);
     // a scenario's servers are links: their output is line-shaped
     let opts = methods::Options {
         line_shaping: is_scenario(&text),
     };
-    let (net, report) = if opts.line_shaping {
+    if opts.line_shaping {
         let net = scenario_network(path)?;
         // a cyclic network (flows that loop) has no per-server analysis
         let report = lockstep_netcalc::Admission::new(&net)
             .ok()
             .map(|a| a.snapshot());
-        (net, report)
-    } else {
-        let net = lockstep_netcalc::parse_network(&text).map_err(located)?;
-        if methods::is_cyclic(&net) {
-            // only the TFA's fixed point applies; no per-server analysis
-            (
-                lockstep_netcalc::parse_cyclic(&text).map_err(located)?,
-                None,
-            )
-        } else {
-            let adm = lockstep_netcalc::load(&text).map_err(located)?;
-            (adm.network(), Some(adm.snapshot()))
-        }
+        return Ok((net, report, opts));
+    }
+    let net = lockstep_netcalc::parse_network(&text).map_err(located)?;
+    if methods::is_cyclic(&net) {
+        // only the TFA's fixed point applies; no per-server analysis
+        let net = lockstep_netcalc::parse_cyclic(&text).map_err(located)?;
+        return Ok((net, None, opts));
+    }
+    let adm = lockstep_netcalc::load(&text).map_err(located)?;
+    Ok((adm.network(), Some(adm.snapshot()), opts))
+}
+
+/// `FILE:LINE: field: message` (exit status 2).
+fn located(file: &str, e: lockstep_netcalc::InputError) -> UsageError {
+    let at = match e.line {
+        Some(l) => format!("{file}:{l}"),
+        None => file.to_string(),
+    };
+    UsageError(format!("{at}: {}", field_message(&e)))
+}
+
+/// Reads, checks and analyses one network file; `None` when a stop came before it
+/// was read. Reading and planning cannot look at the stop flag, nor can one flow's
+/// linear program: they run on threads of their own ([`crate::stop`]), and after a
+/// stop the bounds found so far are kept.
+fn compute(path: &std::path::Path, methods: &[Method]) -> Result<Option<Calc>> {
+    let file = path.display().to_string();
+    let p = path.to_path_buf();
+    let (net, report, opts) = match stop::unless_stopped(move || load_network(&p)) {
+        Ok(loaded) => loaded?,
+        Err(Cut::Stopped) => return Ok(None),
+        Err(e @ Cut::Panicked) => anyhow::bail!("reading {file}: {e}"),
     };
     let mut runs = Vec::with_capacity(methods.len());
+    let mut undone = Vec::new();
+    let shared = Arc::new(net.clone());
     for &method in methods {
+        let name = method.name().to_uppercase();
+        if stop::stop_requested() {
+            undone.push(format!("{name} not run"));
+            continue;
+        }
         let t0 = Instant::now();
-        let bounds = methods::bounds_with(&net, method, opts).map_err(located)?;
+        let worker = shared.clone();
+        type Item = Result<Bound, lockstep_netcalc::InputError>;
+        let (bounds, ended) = stop::collect_unless_stopped(move |each: &dyn Fn(Item)| {
+            let done =
+                methods::bounds_each(&worker, method, opts, &stop::stop_requested, &mut |b| {
+                    each(Ok(b))
+                });
+            if let Err(e) = done {
+                each(Err(e));
+            }
+        });
+        let bounds = bounds
+            .into_iter()
+            .collect::<Result<Vec<Bound>, _>>()
+            .map_err(|e| located(&file, e))?;
+        if let Err(e @ Cut::Panicked) = ended {
+            anyhow::bail!("{file}: the {name} analysis {e}");
+        }
+        if bounds.len() < net.flows.len() {
+            undone.push(format!(
+                "{name}: {} of {} flows analysed",
+                bounds.len(),
+                net.flows.len()
+            ));
+        }
         runs.push(MethodRun {
             method,
             bounds,
             seconds: t0.elapsed().as_secs_f64(),
         });
     }
-    let tfa_hops = if methods.contains(&Method::Tfa) {
-        Some(methods::tfa_per_hop(&net).map_err(located)?)
+    let tfa_hops = if methods.contains(&Method::Tfa) && undone.is_empty() {
+        let worker = shared.clone();
+        match stop::unless_stopped(move || {
+            methods::tfa_per_hop_until(&worker, &stop::stop_requested)
+        }) {
+            Ok(hops) => {
+                let hops = hops.map_err(|e| located(&file, e))?;
+                if hops.len() < net.flows.len() {
+                    undone.push("TFA per hop: not finished".into());
+                }
+                Some(hops)
+            }
+            Err(Cut::Stopped) => {
+                undone.push("TFA per hop: not finished".into());
+                None
+            }
+            Err(e @ Cut::Panicked) => anyhow::bail!("{file}: the TFA per hop {e}"),
+        }
     } else {
         None
     };
-    Ok(Calc {
+    let interrupted = (!undone.is_empty()).then(|| undone.join("; "));
+    Ok(Some(Calc {
         file,
         net,
         report,
         runs,
         tfa_hops,
-    })
+        interrupted,
+    }))
 }
 
 /// `flow[2] "f2".path[1]: unknown server "s9"` (the line goes in front).
@@ -248,13 +336,12 @@ fn document(c: &Calc) -> ResultDoc {
     let mut doc = ResultDoc::new("calc", json!({ "network": c.file, "methods": methods }));
     let flows: Vec<Value> = (0..c.net.flows.len()).map(|f| flow_json(c, f)).collect();
     doc.insert("flows", flows);
-    doc.insert(
-        "servers",
-        c.report
-            .iter()
-            .flat_map(|r| r.servers.iter().map(server_json))
-            .collect::<Vec<_>>(),
-    );
+    // after a stop, as in the table: the servers of a big network take long to write
+    let servers: Vec<Value> = match (&c.report, &c.interrupted) {
+        (Some(r), None) => r.servers.iter().map(server_json).collect(),
+        _ => Vec::new(),
+    };
+    doc.insert("servers", servers);
     let times: serde_json::Map<String, Value> = c
         .runs
         .iter()
@@ -273,6 +360,9 @@ fn document(c: &Calc) -> ResultDoc {
         }),
     );
     doc.check_failed = late + overflowing > 0;
+    if let Some(i) = &c.interrupted {
+        doc.insert("interrupted", i);
+    }
     doc
 }
 
@@ -478,6 +568,14 @@ fn human(c: &Calc) -> String {
             methods::lp::MARGIN,
             methods::lp::GRID_PS
         );
+    }
+    if let Some(i) = &c.interrupted {
+        // the servers' tables of a big network take long to write: not after a stop
+        let _ = writeln!(
+            out,
+            "  interrupted: {i} (- not analysed; the servers' tables are left out)"
+        );
+        return out;
     }
     match &c.report {
         Some(r) => out.push_str(&servers_text(r)),

@@ -1323,8 +1323,9 @@ fn missing_qdiscs(kinds: &[&str]) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Runs the commands, each device's root replaced first. Stops at the first failure
-/// and removes what it configured.
+/// Runs the commands, each device's root replaced first. Stops at the first failure,
+/// or at a stop asked for (looked at before each command), and removes what it
+/// configured.
 fn apply(devices: &[DeviceCommands], outcome: &mut ApplyOutcome) -> Result<(), String> {
     for d in devices {
         iface::ifindex(&d.dev).map_err(|e| format!("device {}: {e}", d.dev))?;
@@ -1335,6 +1336,12 @@ fn apply(devices: &[DeviceCommands], outcome: &mut ApplyOutcome) -> Result<(), S
             tc::clear(&d.dev).map_err(|e| format!("clearing the root qdisc of {}: {e}", d.dev))?;
             touched.push(&d.dev);
             for c in &d.commands {
+                if crate::stop::stop_requested() {
+                    return Err(format!(
+                        "stopped after {} of {} commands",
+                        outcome.applied, outcome.total
+                    ));
+                }
                 cmd::tc(&c.argv).map_err(|e| e.to_string())?;
                 outcome.applied += 1;
             }
@@ -1356,19 +1363,39 @@ pub fn run(args: ExportArgs) -> Result<()> {
         txtime_assist: args.txtime_assist,
         reserved_prio: args.reserved_prio,
     };
-    let plan = load(&args.file, &opts)?;
-    let devices = commands(&plan, &opts);
+    // A big plan (many ports of thousands of frames) takes long to read, to turn into
+    // commands and to write out, and none of that can look at the stop flag: each
+    // runs on a thread of its own, and a stop ends the command with nothing printed
+    // (half a script is worse than none).
+    let file = std::sync::Arc::new(args.file.clone());
+    let f = file.clone();
+    let made = crate::stop::unless_stopped(move || {
+        let plan = load(&f, &opts)?;
+        let devices = commands(&plan, &opts);
+        anyhow::Ok(std::sync::Arc::new((plan, devices)))
+    });
+    let computed = match made {
+        Ok(c) => c?,
+        Err(e) => return Err(cut(e, "computing the commands: nothing printed")),
+    };
+    let devices = &computed.1;
     let total = devices.iter().map(|d| d.commands.len()).sum();
-    let print = |outcome: Option<&ApplyOutcome>| {
-        if args.json {
-            println!("{}", json(&args.file, &plan, &devices, outcome));
-        } else {
-            print!("{}", render(&args.file, &devices));
-        }
+    let json_out = args.json;
+    let print = |outcome: Option<ApplyOutcome>| -> Result<()> {
+        let (c, f) = (computed.clone(), file.clone());
+        let text = crate::stop::unless_stopped(move || {
+            if json_out {
+                format!("{}\n", json(&f, &c.0, &c.1, outcome.as_ref()))
+            } else {
+                render(&f, &c.1)
+            }
+        })
+        .map_err(|e| cut(e, "writing the commands out: nothing printed"))?;
+        print!("{text}");
+        Ok(())
     };
     if !args.apply {
-        print(None);
-        return Ok(());
+        return print(None);
     }
     // In order of first use, so the message names taprio before etf.
     let mut kinds: Vec<&str> = Vec::new();
@@ -1385,7 +1412,7 @@ pub fn run(args: ExportArgs) -> Result<()> {
         Ok(m) => m,
         Err(e) => {
             outcome.error = Some(format!("{e:#}"));
-            print(Some(&outcome));
+            print(Some(outcome))?;
             return Err(
                 EnvError(format!("{e:#}: printed the commands, applied none of them")).into(),
             );
@@ -1400,19 +1427,20 @@ pub fn run(args: ExportArgs) -> Result<()> {
         outcome.missing = missing;
         let msg = format!("this kernel has no {list}: printed the commands, applied none of them");
         outcome.error = Some(msg.clone());
-        print(Some(&outcome));
+        print(Some(outcome))?;
         return Err(EnvError(msg).into());
     }
-    let result = apply(&devices, &mut outcome);
+    let result = apply(devices, &mut outcome);
     if let Err(e) = &result {
         outcome.error = Some(e.clone());
     }
-    print(Some(&outcome));
+    let applied = outcome.applied;
+    print(Some(outcome))?;
     match result {
         Ok(()) => {
             eprintln!(
                 "lockstep export: applied {} commands on {}",
-                outcome.applied,
+                applied,
                 devices
                     .iter()
                     .map(|d| d.dev.as_str())
@@ -1421,10 +1449,22 @@ pub fn run(args: ExportArgs) -> Result<()> {
             );
             Ok(())
         }
+        Err(e) if crate::stop::stop_requested() => Err(crate::Interrupted(format!(
+            "{e}; removed the root qdiscs it had set, nothing is left applied"
+        ))
+        .into()),
         Err(e) => Err(EnvError(format!(
             "{e}; removed the root qdiscs it had set, nothing is left applied"
         ))
         .into()),
+    }
+}
+
+/// The error of a computation a stop cut short (or that panicked).
+fn cut(e: crate::stop::Cut, what: &str) -> anyhow::Error {
+    match e {
+        crate::stop::Cut::Stopped => crate::Interrupted(format!("while {what}")).into(),
+        crate::stop::Cut::Panicked => anyhow::anyhow!("{what}: {e}"),
     }
 }
 

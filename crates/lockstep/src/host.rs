@@ -14,7 +14,7 @@ use lockstep_linux::host::HostFacts;
 use lockstep_linux::tune::{self, Status, TuneError};
 
 use crate::report::ResultDoc;
-use crate::{CheckFailed, EnvError, UsageError};
+use crate::{CheckFailed, EnvError, Interrupted, UsageError};
 
 #[derive(Subcommand, Debug)]
 pub enum HostCmd {
@@ -307,15 +307,25 @@ fn run_holding(us: i32, command: &[String]) -> Result<()> {
             .unwrap_or_else(|e| format!("unreadable: {e}")),
         command.join(" ")
     );
-    let status = lockstep_linux::proc::run_attached(command);
+    // a stop asked of lockstep is passed on to the command, which gets STOP_GRACE
+    let status = lockstep_linux::proc::run_attached(command, STOP_GRACE);
     drop(guard);
     let program = command.first().map_or("", String::as_str);
     match status {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(CheckFailed(format!("{program} exited with {s}")).into()),
+        Ok(e) if e.stopped => Err(Interrupted(format!(
+            "{program} was asked to stop ({}); /dev/cpu_dma_latency released",
+            e.status
+        ))
+        .into()),
+        Ok(e) if e.status.success() => Ok(()),
+        Ok(e) => Err(CheckFailed(format!("{program} exited with {}", e.status)).into()),
         Err(e) => Err(UsageError(format!("cannot run {program}: {e}")).into()),
     }
 }
+
+/// How long a command run by `hold-latency` or `apply -- CMD` has to end after
+/// lockstep passes a SIGINT/SIGTERM on to it (then SIGKILL).
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 fn restore_and_print(state: &std::path::Path) -> Result<()> {
     let restored = tune::restore(state).map_err(tune_error)?;

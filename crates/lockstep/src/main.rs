@@ -20,6 +20,7 @@ mod probe;
 mod report;
 mod shell;
 mod sim;
+mod stop;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,13 @@ pub struct EnvError(pub String);
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct CheckFailed(pub String);
+
+/// SIGINT/SIGTERM stopped a command before its work was done; what it had is printed
+/// and written, marked interrupted: exit status 3. (Commands that run until stopped —
+/// probes, nodes, the controller — end normally on a stop instead.)
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by SIGINT/SIGTERM: {0}")]
+pub struct Interrupted(pub String);
 
 fn main() -> ExitCode {
     let cli = match commands::Cli::try_parse() {
@@ -74,7 +82,7 @@ fn exit_status(e: &anyhow::Error) -> u8 {
         1
     } else if e.downcast_ref::<UsageError>().is_some() {
         2
-    } else if e.downcast_ref::<EnvError>().is_some() {
+    } else if e.downcast_ref::<EnvError>().is_some() || e.downcast_ref::<Interrupted>().is_some() {
         3
     } else if let Some(rt) = e.downcast_ref::<lockstep_linux::rt::RtError>() {
         if rt.is_permission() {

@@ -114,40 +114,60 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
-    /// Sends a request; `(status, body)`. Unreachable: exit 3.
+    /// Sends a request; `(status, body)`. Unreachable: exit 3. The request runs on a
+    /// thread of its own so that Ctrl-C/SIGTERM ends the wait for a slow or silent
+    /// controller at once (exit 3; a change may or may not have been made then).
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value)> {
-        let url = self.url(path);
+        let (agent, url, base) = (self.agent.clone(), self.url(path), self.base.clone());
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        let res = match (method, body) {
-            ("POST", Some(b)) => {
-                let mut r = self.agent.post(&url);
-                if let Some(a) = &auth {
-                    r = r.header("Authorization", a);
+        let (method_name, body) = (method.to_string(), body.cloned());
+        let answer = crate::stop::unless_stopped(move || -> Result<(u16, Value)> {
+            let res = match (method_name.as_str(), &body) {
+                ("POST", Some(b)) => {
+                    let mut r = agent.post(&url);
+                    if let Some(a) = &auth {
+                        r = r.header("Authorization", a);
+                    }
+                    r.send_json(b)
                 }
-                r.send_json(b)
-            }
-            ("DELETE", _) => {
-                let mut r = self.agent.delete(&url);
-                if let Some(a) = &auth {
-                    r = r.header("Authorization", a);
+                ("DELETE", _) => {
+                    let mut r = agent.delete(&url);
+                    if let Some(a) = &auth {
+                        r = r.header("Authorization", a);
+                    }
+                    r.call()
                 }
-                r.call()
+                _ => agent.get(&url).call(),
+            };
+            let mut res = res.map_err(|e| {
+                EnvError(format!(
+                    "cannot reach the controller at {base}: {e} (is `lockstep ctl serve` running there?)"
+                ))
+            })?;
+            let status = res.status().as_u16();
+            let text = res
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| EnvError(format!("{url}: reading the answer: {e}")))?;
+            let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            Ok((status, v))
+        });
+        match answer {
+            Ok(a) => a,
+            Err(crate::stop::Cut::Stopped) => {
+                let change = if method == "GET" {
+                    "nothing was changed"
+                } else {
+                    "the change may or may not have been made"
+                };
+                Err(crate::Interrupted(format!(
+                    "while waiting for the controller at {} ({method} {path}): {change}",
+                    self.base
+                ))
+                .into())
             }
-            _ => self.agent.get(&url).call(),
-        };
-        let mut res = res.map_err(|e| {
-            EnvError(format!(
-                "cannot reach the controller at {}: {e} (is `lockstep ctl serve` running there?)",
-                self.base
-            ))
-        })?;
-        let status = res.status().as_u16();
-        let text = res
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| EnvError(format!("{url}: reading the answer: {e}")))?;
-        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok((status, v))
+            Err(e) => Err(anyhow::anyhow!("{method} {path}: {e}")),
+        }
     }
 }
 

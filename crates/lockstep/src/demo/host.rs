@@ -62,7 +62,16 @@ pub fn measure(dir: &Path, realtime: bool) -> Result<Wakeups> {
         .stderr(dir.join("probe.log"))
         .in_caller_group()
         .spawn()?;
-    let status = p.wait()?;
+    // a stop asked of the demo is passed on to the probe, and ends the demo
+    let ended = p.wait_or_stop(crate::stop::CHILD_GRACE)?;
+    if ended.stopped {
+        return Err(crate::Interrupted(format!(
+            "while measuring this host's wake-ups (what the probe had is in {})",
+            dir.display()
+        ))
+        .into());
+    }
+    let status = ended.status;
     if !status.success() {
         return Err(EnvError(format!(
             "the host probe (lockstep {}) failed: {}",

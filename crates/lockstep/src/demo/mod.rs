@@ -119,16 +119,38 @@ pub fn run(args: DemoArgs) -> Result<()> {
         .unwrap_or_else(|| host::choose_scale(w.max_ns, tf));
     say.line(&intro(&w, scale, tf, &s, &args, live));
     let duration = args.duration.unwrap_or(s.duration);
+    // a stop during a simulated part ends the demo: that part wrote what it had
+    let stopped = |e: anyhow::Error, part: &str| {
+        if e.downcast_ref::<crate::Interrupted>().is_some() {
+            e.context(format!(
+                "the demo's {part} (what ran is in {})",
+                dir.display()
+            ))
+        } else {
+            e
+        }
+    };
     progress(&args, "1/3 simulated, ideal host");
-    let ideal = sim_part(&s, &args, &dir, "ideal", "simulated, ideal host", duration)?;
+    let ideal = sim_part(&s, &args, &dir, "ideal", "simulated, ideal host", duration)
+        .map_err(|e| stopped(e, "simulation on an ideal host"))?;
     progress(&args, "2/3 simulated with this host's wake-ups");
     let model = w.file.display().to_string();
-    let modelled = sim_part(&s, &args, &dir, &model, "simulated, this host", duration)?;
-    // a failed live run still leaves the simulated parts' table and document
-    let (live_part, live_error) = if live {
+    let modelled = sim_part(&s, &args, &dir, &model, "simulated, this host", duration)
+        .map_err(|e| stopped(e, "simulation with this host's wake-ups"))?;
+    // a failed or interrupted live run still leaves the simulated parts' table and
+    // document
+    let (live_part, live_error) = if live && crate::stop::stop_requested() {
+        let e = crate::Interrupted("before the live run".into());
+        say.line(&format!("The live run was not started: {e}"));
+        (None, Some(anyhow::Error::from(e)))
+    } else if live {
         progress(&args, &format!("3/3 live in namespaces at scale {scale}"));
         match live_part(&s, &args, &dir, scale) {
             Ok(p) => (Some(p), None),
+            Err(e) if e.downcast_ref::<crate::Interrupted>().is_some() => {
+                say.line(&format!("The live run was cut short: {e:#}"));
+                (None, Some(e))
+            }
             Err(e) => {
                 say.line(&format!("The live run failed: {e:#}"));
                 (None, Some(e))

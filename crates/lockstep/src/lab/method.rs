@@ -864,6 +864,10 @@ pub struct RunResult {
     pub lost: u64,
     pub achieved_pps: Option<f64>,
     pub note: Option<String>,
+    /// A stop (SIGINT/SIGTERM) ended this run early: its stream and sink were
+    /// stopped and what the sink had measured read.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 fn sink_metrics(v: &serde_json::Value) -> Option<Metrics> {
@@ -949,22 +953,32 @@ fn run_one(
     let mut sink = spawn("sink", Some(&ns.b), &fill_exe(sink, &exe), dir)?;
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut stream = spawn("stream", Some(&ns.a), &fill_exe(stream, &exe), dir)?;
-    let st = stream.wait()?;
-    if !st.success() {
+    // a stop asked of lockstep is passed on: they write what they measured
+    let e = stream.wait_or_stop(crate::stop::CHILD_GRACE)?;
+    r.interrupted |= e.stopped;
+    if !e.status.success() && !e.stopped {
         r.note = Some(format!(
-            "stream exited with {st} (see {}/stream.log)",
+            "stream exited with {} (see {}/stream.log)",
+            e.status,
             dir.display()
         ));
     }
-    let st = sink.wait()?;
-    if !st.success() && r.note.is_none() {
+    let e = sink.wait_or_stop(crate::stop::CHILD_GRACE)?;
+    r.interrupted |= e.stopped;
+    if !e.status.success() && !e.stopped && r.note.is_none() {
         r.note = Some(format!(
-            "sink exited with {st} (see {}/sink.log)",
+            "sink exited with {} (see {}/sink.log)",
+            e.status,
             dir.display()
         ));
     }
     if let Some(n) = noise.as_mut() {
-        let _ = n.wait();
+        if let Ok(e) = n.wait_or_stop(crate::stop::CHILD_GRACE) {
+            r.interrupted |= e.stopped;
+        }
+    }
+    if r.interrupted {
+        r.note = Some("interrupted by SIGINT/SIGTERM: stopped early".into());
     }
     if let Some(l) = load.as_mut() {
         l.stop(STOP_GRACE);
@@ -994,14 +1008,17 @@ fn run_noise_slot(j: &Jitter, round: u32, dir: &Path) -> Result<RunResult> {
         &fill_exe(noise_command(j, j.sink_cpu), &exe),
         dir,
     )?;
-    let st = p.wait()?;
+    let e = p.wait_or_stop(crate::stop::CHILD_GRACE)?;
     let mut r = RunResult {
         label: "dummy program".into(),
         round,
+        interrupted: e.stopped,
         ..RunResult::default()
     };
-    if !st.success() {
-        r.note = Some(format!("noise exited with {st}"));
+    if e.stopped {
+        r.note = Some("interrupted by SIGINT/SIGTERM: stopped early".into());
+    } else if !e.status.success() {
+        r.note = Some(format!("noise exited with {}", e.status));
     }
     r.metrics = read_json(&dir.join("noise.json")).and_then(|v| noise_metrics(&v));
     Ok(r)
@@ -1151,7 +1168,14 @@ pub fn run(
     let mut base_runs: Vec<RunResult> = Vec::new();
     let mut var_runs: Vec<Vec<RunResult>> = vec![Vec::new(); runnable.len()];
     let mut noise_runs: Vec<RunResult> = Vec::new();
-    for round in 0..repeat {
+    // a stop ends the run in progress early (what it measured is kept) and runs no
+    // more: the table is made of what ran
+    let mut interrupted: Option<String> = None;
+    let stopped = |r: &RunResult, round: u32| {
+        (r.interrupted || crate::stop::stop_requested())
+            .then(|| format!("round {} of {repeat}: {} stopped early", round + 1, r.label))
+    };
+    'rounds: for round in 0..repeat {
         let rdir = out.join(format!("round-{}", round + 1));
         let line = |r: &RunResult| {
             if !quiet {
@@ -1190,7 +1214,11 @@ pub fn run(
             &rdir.join("baseline"),
         )?;
         line(&b);
+        interrupted = stopped(&b, round);
         base_runs.push(b);
+        if interrupted.is_some() {
+            break 'rounds;
+        }
         for (i, v) in runnable.iter().enumerate() {
             let r = run_one(
                 &j,
@@ -1201,12 +1229,20 @@ pub fn run(
                 &rdir.join(slug(&v.name)),
             )?;
             line(&r);
+            interrupted = stopped(&r, round);
             var_runs[i].push(r);
+            if interrupted.is_some() {
+                break 'rounds;
+            }
         }
         if j.noise && j.noise_cpu.is_none() {
             let r = run_noise_slot(&j, round + 1, &rdir.join("dummy-program"))?;
             line(&r);
+            interrupted = stopped(&r, round);
             noise_runs.push(r);
+            if interrupted.is_some() {
+                break 'rounds;
+            }
         }
     }
     if j.noise && j.noise_cpu.is_some() {
@@ -1263,7 +1299,16 @@ pub fn run(
     if let Some(t) = &throttling {
         let _ = writeln!(tab, "note: {t}");
     }
+    if let Some(i) = &interrupted {
+        let _ = writeln!(
+            tab,
+            "interrupted by SIGINT/SIGTERM: {i}; the table is made of the runs done"
+        );
+    }
     let mut doc = crate::report::ResultDoc::new("lab.jitter", &j);
+    if let Some(i) = &interrupted {
+        doc.insert("interrupted", i);
+    }
     doc.insert("repeat", repeat);
     doc.insert("rt_throttling", &throttling);
     doc.insert("target_pps", j.target_pps());
@@ -1298,6 +1343,10 @@ pub fn run(
     let failed = gates.record(&mut doc, &crossings);
     let text = serde_json::to_string_pretty(&doc)?;
     crate::report::finish_lab_run(&out, &text, &report, &tab, json)?;
+    if let Some(i) = interrupted {
+        eprintln!("results: {}", out.display());
+        return Err(crate::Interrupted(i).into());
+    }
     if base_runs.iter().all(|r| r.received == 0) {
         bail!(
             "the sink received nothing in any baseline run (see {})",

@@ -262,11 +262,25 @@ pub fn load(path: &Path, given: &[LabFlag], o: &OverrideArgs) -> Result<LabScena
     f.load(o)
 }
 
+/// [`load`] for `lab run` and `lab plan`: checking a big scenario takes a while and
+/// cannot look at the stop flag, so it runs on a thread of its own and a stop ends
+/// the command at once (exit 3, nothing done).
+fn load_unless_stopped(path: &Path, given: Vec<LabFlag>, o: &OverrideArgs) -> Result<LabScenario> {
+    let (p, o) = (path.to_path_buf(), o.clone());
+    match crate::stop::unless_stopped(move || load(&p, &given, &o)) {
+        Ok(sc) => sc,
+        Err(crate::stop::Cut::Stopped) => {
+            Err(crate::Interrupted(format!("while reading {}: nothing run", path.display())).into())
+        }
+        Err(e) => anyhow::bail!("reading {}: {e}", path.display()),
+    }
+}
+
 pub fn run(cmd: LabCmd) -> Result<()> {
     match cmd {
         LabCmd::Run(a) => {
             // the kind and the options it takes first: a refusal needs no root
-            let sc = load(&a.scenario, &a.given(), &a.overrides)?;
+            let sc = load_unless_stopped(&a.scenario, a.given(), &a.overrides)?;
             let _lifted = if a.rt_throttling_off {
                 run::require_root("lab run --rt-throttling-off")?;
                 let lifted = lockstep_linux::throttle::ThrottlingLifted::lift()
@@ -312,7 +326,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             }
         }
         LabCmd::Plan(a) => {
-            match load(&a.scenario, &a.given(), &a.overrides)? {
+            match load_unless_stopped(&a.scenario, a.given(), &a.overrides)? {
                 LabScenario::Tdp(s) => print!("{}", describe(&s, a.output.as_deref())?),
                 LabScenario::Shaped(sh) => print!("{}", shaped::describe(&sh)),
                 LabScenario::Jitter(j) => print!("{}", method::describe(&j)),
@@ -344,11 +358,24 @@ pub fn run(cmd: LabCmd) -> Result<()> {
     }
 }
 
-/// `lab plan`: the plan of every run, as text.
+/// `lab plan`: the plan of every run, as text. Planning a big network cannot look at
+/// the stop flag: each run is planned on a thread of its own, and after a stop the
+/// text has the runs planned so far and says so.
 fn describe(s: &Scenario, out: Option<&std::path::Path>) -> Result<String> {
     let mut t = format!("scenario {} ({}): OK\n", s.name, s.source.file);
-    for run in s.runs() {
-        let p = plan::plan(s, &run).map_err(|e| UsageError(e.to_string()))?;
+    let shared = std::sync::Arc::new(s.clone());
+    let runs = s.runs();
+    for (i, run) in runs.iter().enumerate() {
+        let (sc, r) = (shared.clone(), run.clone());
+        let p = match crate::stop::unless_stopped(move || plan::plan(&sc, &r)) {
+            Ok(p) => p.map_err(|e| UsageError(e.to_string()))?,
+            Err(crate::stop::Cut::Stopped) => {
+                let rest: Vec<&str> = runs[i..].iter().map(|r| r.label.as_str()).collect();
+                print!("{t}");
+                return Err(crate::Interrupted(format!("not planned: {}", rest.join(", "))).into());
+            }
+            Err(e) => anyhow::bail!("planning {}: {e}", run.label),
+        };
         t.push_str(&format!("\n{} (TF {}, k {}):\n", run.label, run.tf, p.k));
         for n in &p.nodes {
             let ifs: Vec<String> = n

@@ -249,6 +249,10 @@ pub struct Row {
     /// Busy share of all CPUs over the run (0..1).
     pub cpu_busy: Option<f64>,
     pub notes: Vec<String>,
+    /// A stop (SIGINT/SIGTERM) ended this configuration early: its processes were
+    /// stopped and what the client had measured read.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 const SRV: &str = "10.79.0.1";
@@ -424,15 +428,21 @@ fn run_one(r: &RtService, c: Config, tag: &str, dir: &Path) -> Result<Row> {
     std::thread::sleep(std::time::Duration::from_secs(1));
     let m0 = lockstep_linux::rusage::machine_cpu();
     let mut client = spawn("client", Some(&star.cli), &client_command(r, &exe), dir)?;
-    let st = client.wait()?;
+    // a stop asked of lockstep is passed on: the client writes what it measured
+    let e = client.wait_or_stop(crate::stop::CHILD_GRACE)?;
     let m1 = lockstep_linux::rusage::machine_cpu();
-    if !st.success() {
-        row.notes.push(format!("client exited with {st}"));
+    row.interrupted = e.stopped;
+    if e.stopped {
+        row.notes
+            .push("interrupted by SIGINT/SIGTERM: stopped early".into());
+    } else if !e.status.success() {
+        row.notes.push(format!("client exited with {}", e.status));
     }
     for p in clients.iter_mut() {
-        let st = p.wait()?;
-        if !st.success() {
-            row.notes.push(format!("{} exited with {st}", p.name()));
+        let e = p.wait_or_stop(crate::stop::CHILD_GRACE)?;
+        if !e.status.success() && !e.stopped {
+            row.notes
+                .push(format!("{} exited with {}", p.name(), e.status));
         }
     }
     servers.stop(|_| true, STOP_GRACE);
@@ -635,8 +645,11 @@ pub fn run(
     }
     let out = output.unwrap_or_else(|| super::run::default_output(&r.name));
     let tag = format!("rts{}", std::process::id());
-    let mut rows = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for c in &r.configurations {
+        if crate::stop::stop_requested() {
+            break;
+        }
         if !quiet {
             eprintln!("{}: running {} …", c.name(), r.duration);
         }
@@ -646,9 +659,34 @@ pub fn run(
                 eprintln!("  {}: {n}", c.name());
             }
         }
+        let stopped = row.interrupted;
         rows.push(row);
+        if stopped {
+            break;
+        }
     }
+    // what a stop left undone: the configuration it cut short, those not run
+    let interrupted = crate::stop::stop_requested().then(|| {
+        let mut t = match rows.last() {
+            Some(row) if row.interrupted => format!(
+                "{} stopped early",
+                row.config.map_or("a configuration", |c| c.name())
+            ),
+            _ => "stopped between configurations".to_string(),
+        };
+        let rest: Vec<&str> = r.configurations[rows.len()..]
+            .iter()
+            .map(|c| c.name())
+            .collect();
+        if !rest.is_empty() {
+            t.push_str(&format!("; not run: {}", rest.join(", ")));
+        }
+        t
+    });
     let mut tab = table(&rows);
+    if let Some(i) = &interrupted {
+        let _ = writeln!(tab, "interrupted by SIGINT/SIGTERM: {i}");
+    }
     let v = verdict(&rows);
     match v {
         Some((c, ratio, share, met)) => {
@@ -669,6 +707,9 @@ pub fn run(
         let _ = writeln!(tab, "note: {t}");
     }
     let mut doc = crate::report::ResultDoc::new("lab.rt-service", &r);
+    if let Some(i) = &interrupted {
+        doc.insert("interrupted", i);
+    }
     doc.insert("rt_throttling", &throttling);
     doc.insert("rows", &rows);
     doc.insert(
@@ -690,6 +731,10 @@ pub fn run(
     let failed = gates.record(&mut doc, &crossings);
     let text = serde_json::to_string_pretty(&doc)?;
     crate::report::finish_lab_run(&out, &text, &report, &tab, json)?;
+    if let Some(i) = interrupted {
+        eprintln!("results: {}", out.display());
+        return Err(crate::Interrupted(i).into());
+    }
     if rows.iter().all(|x| x.answered == 0) {
         bail!(
             "no request was answered in any configuration (see {})",

@@ -39,7 +39,7 @@ use super::topo::{new_run_id, ns_name, Topology};
 use crate::node::config::NodeFile;
 use crate::report::html::{render, LabReport, RunReport};
 use crate::report::{write_atomic, ResultDoc, Show};
-use crate::{EnvError, UsageError};
+use crate::{EnvError, Interrupted, UsageError};
 
 /// How `lab run` (and `demo`) was asked to run.
 #[derive(Clone, Debug, Default)]
@@ -278,6 +278,9 @@ pub struct RunOutcome {
     /// What each injected fault did, and what was done when.
     pub faults: Vec<FaultVerdict>,
     pub fault_log: Vec<String>,
+    /// How far the traffic had run when a stop ended the run (its nodes were stopped
+    /// and their results collected).
+    pub interrupted_at: Option<Duration>,
 }
 
 fn load_desc(s: &Scenario, l: &LoadPlan) -> String {
@@ -628,7 +631,7 @@ fn run_one(
     let ready_by = start_ns - Duration::from_millis(50).as_nanos();
     loop {
         if signal::stop_requested() {
-            bail!("interrupted");
+            return Err(Interrupted(format!("{}: before its traffic started", p.run.label)).into());
         }
         if let Some(f) = node_failure(&mut procs) {
             bail!("a node failed to start: {f}");
@@ -666,7 +669,7 @@ fn run_one(
             break;
         }
         if signal::stop_requested() {
-            bail!("interrupted");
+            return Err(Interrupted(format!("{}: before its traffic started", p.run.label)).into());
         }
         std::thread::sleep(StdDuration::from_nanos(
             ((start_ns - now) as u64).min(10_000_000),
@@ -701,10 +704,15 @@ fn run_one(
     let total = std_dur(duration + drain);
     let give_up = total + StdDuration::from_secs(15);
     let mut last_print = StdInstant::now();
+    let mut interrupted_at = None;
     loop {
         if signal::stop_requested() {
-            procs.stop(|_| true, StdDuration::from_secs(3));
-            bail!("interrupted");
+            // the nodes write what they measured when stopped; it is collected below
+            // to the millisecond: how far it got, not when the signal was seen
+            let ms = i64::try_from(t_start.elapsed().as_millis()).unwrap_or(i64::MAX);
+            interrupted_at = Some(Duration::from_millis(ms));
+            progress.status("", true);
+            break;
         }
         if let Some(f) = node_failure(&mut procs) {
             warnings.push(f.clone());
@@ -742,12 +750,14 @@ fn run_one(
         }
         std::thread::sleep(StdDuration::from_millis(20));
     }
-    progress.status(&format!("{duration} done"), true);
-    // the load: clients are done by now; servers get a moment to report
-    procs.wait_until(
-        |k| !is_node(k),
-        StdInstant::now() + StdDuration::from_secs(5),
-    );
+    if interrupted_at.is_none() {
+        progress.status(&format!("{duration} done"), true);
+        // the load: clients are done by now; servers get a moment to report
+        procs.wait_until(
+            |k| !is_node(k),
+            StdInstant::now() + StdDuration::from_secs(5),
+        );
+    }
     procs.stop(|_| true, StdDuration::from_secs(3));
     drop(procs);
     if opts.keep {
@@ -779,6 +789,11 @@ fn run_one(
         .cloned()
         .collect();
     warnings.extend(merge_warnings(&own));
+    if let Some(at) = interrupted_at {
+        warnings.push(format!(
+            "interrupted by SIGINT/SIGTERM {at} into the run of {duration}: the nodes were stopped and what they had measured collected"
+        ));
+    }
     let loads = p
         .loads
         .iter()
@@ -792,6 +807,7 @@ fn run_one(
         warnings,
         faults,
         fault_log,
+        interrupted_at,
     })
 }
 
@@ -912,9 +928,15 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
         }
     }
     let runs = s.runs();
-    let mut outcomes = Vec::new();
+    let mut outcomes: Vec<RunOutcome> = Vec::new();
     let tty = std::io::stderr().is_terminal();
+    // what a stop left undone: the run it cut short, or whose setup it ended
+    let mut cut: Option<String> = None;
     for (i, run) in runs.iter().enumerate() {
+        if signal::stop_requested() {
+            cut = Some(format!("stopped before {}", run.label));
+            break;
+        }
         let progress = Progress {
             quiet: opts.quiet,
             tty,
@@ -934,12 +956,45 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
             run.tf,
             p.k
         ));
-        let o = run_one(s, &p, &dir.join(&run.dir), opts, &progress)
-            .with_context(|| format!("run {} of {}", run.label, s.name))?;
+        let o = match run_one(s, &p, &dir.join(&run.dir), opts, &progress) {
+            Ok(o) => o,
+            Err(e) => match e.downcast_ref::<Interrupted>() {
+                Some(i) => {
+                    cut = Some(i.0.clone());
+                    break;
+                }
+                None => return Err(e.context(format!("run {} of {}", run.label, s.name))),
+            },
+        };
         for w in &o.warnings {
             progress.line(&format!("note: {w}"));
         }
+        let stopped = o.interrupted_at;
         outcomes.push(o);
+        if let Some(at) = stopped {
+            cut = Some(format!(
+                "{} stopped {at} into its {}",
+                run.label,
+                opts.duration.unwrap_or(s.duration)
+            ));
+            break;
+        }
+    }
+    let interrupted = cut.map(|c| {
+        let rest: Vec<&str> = runs[outcomes.len()..]
+            .iter()
+            .map(|r| r.label.as_str())
+            .collect();
+        match rest.as_slice() {
+            [] => c,
+            _ => format!("{c}; no results for {}", rest.join(", ")),
+        }
+    });
+    if let Some(i) = &interrupted {
+        if outcomes.is_empty() {
+            return Err(Interrupted(format!("{i}; nothing measured")).into());
+        }
+        doc.insert("interrupted", i);
     }
 
     // the report
@@ -1040,12 +1095,18 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
     for o in &outcomes {
         human.push_str(&faults::lines(&o.run.label, &o.faults));
     }
+    if let Some(i) = &interrupted {
+        human.push_str(&format!("interrupted by SIGINT/SIGTERM: {i}\n"));
+    }
     human.push_str(&format!(
         "results: {}\nreport:  {}\n",
         dir.display(),
         report_html.display()
     ));
     Show::of_run(opts.json, opts.silent).print(&human, &text);
+    if let Some(i) = interrupted {
+        return Err(Interrupted(i).into());
+    }
     if let Some(e) = failed {
         return Err(e.into());
     }

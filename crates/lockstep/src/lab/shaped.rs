@@ -773,6 +773,9 @@ pub struct Observed {
     pub qdisc: Vec<Option<QdiscStats>>,
     /// The tc commands that set up the kernel shaper (tbf, htb).
     pub kernel_commands: Vec<String>,
+    /// A stop (SIGINT/SIGTERM) ended the run early: its processes were stopped and
+    /// what they had measured read.
+    pub interrupted: bool,
 }
 
 impl Observed {
@@ -828,15 +831,18 @@ fn spawn(name: &str, host: &str, exe: &Path, args: &[String], dir: &Path) -> Res
     Ok(spec.spawn()?)
 }
 
-/// Waits for each in turn; says which failed unless `quiet`.
-fn wait_all<'a>(procs: impl Iterator<Item = &'a mut Proc>, quiet: bool) -> Result<()> {
+/// Waits for each in turn; says which failed unless `quiet`. A stop asked of lockstep
+/// is passed on to each (they write what they measured): `true` then.
+fn wait_all<'a>(procs: impl Iterator<Item = &'a mut Proc>, quiet: bool) -> Result<bool> {
+    let mut stopped = false;
     for p in procs {
-        let st = p.wait()?;
-        if !st.success() && !quiet {
-            eprintln!("  {} exited with {st}", p.name());
+        let e = p.wait_or_stop(crate::stop::CHILD_GRACE)?;
+        stopped |= e.stopped;
+        if !e.status.success() && !e.stopped && !quiet {
+            eprintln!("  {} exited with {}", p.name(), e.status);
         }
     }
-    Ok(())
+    Ok(stopped)
 }
 
 /// One run of `kind` at `ts`: build, set up the kernel shaper, start sinks then
@@ -878,18 +884,20 @@ pub fn run_one(
     }
     // The machine's CPU time over the sending window: from the common start to
     // the moment the last shaped sender exits.
-    let wait = start - now(ClockId::Monotonic).ns;
-    if wait > 0 {
-        std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
+    while now(ClockId::Monotonic).ns < start && !crate::stop::stop_requested() {
+        let left = start - now(ClockId::Monotonic).ns;
+        std::thread::sleep(std::time::Duration::from_nanos(
+            left.clamp(0, 20_000_000) as u64
+        ));
     }
     let m0 = rusage::machine_cpu();
     let t0 = now(ClockId::Monotonic).ns;
     // streams first (A, C, D, E), then the sinks (they stop after an idle second)
-    wait_all(children.iter_mut().skip(2), quiet)?;
+    o.interrupted = wait_all(children.iter_mut().skip(2), quiet)?;
     let m1 = rusage::machine_cpu();
     o.machine_window_ns = Some(now(ClockId::Monotonic).ns - t0);
     o.machine = m0.zip(m1).map(|(a, b)| b.since(a));
-    wait_all(children.iter_mut().take(2), quiet)?;
+    o.interrupted |= wait_all(children.iter_mut().take(2), quiet)?;
     if kind.qdisc().is_some() {
         for h in SHAPED {
             o.qdisc.push(
@@ -1201,15 +1209,44 @@ pub fn run(
     }
     let out = output.unwrap_or_else(|| super::run::default_output(&s.name));
     let mut rows: Vec<Row> = Vec::new();
-    for (kind, ts) in plan_rows(&s) {
+    let planned = plan_rows(&s);
+    for &(kind, ts) in &planned {
+        if crate::stop::stop_requested() {
+            break;
+        }
         let dir = out.join(row_dir(kind, ts));
         let o = run_one(&s, kind, ts, &dir, quiet)?;
+        let stopped = o.interrupted;
         rows.push((kind, ts, Some(o)));
+        if stopped {
+            break;
+        }
     }
-    let tab = table(&s, &rows);
+    // what a stop left undone: the row it cut short, the rows not run
+    let interrupted = crate::stop::stop_requested().then(|| {
+        let mut t = match rows.last() {
+            Some((k, t, Some(o))) if o.interrupted => format!("{k} Ts {t} stopped early"),
+            _ => "stopped between rows".to_string(),
+        };
+        let rest: Vec<String> = planned[rows.len()..]
+            .iter()
+            .map(|(k, t)| format!("{k} Ts {t}"))
+            .collect();
+        if !rest.is_empty() {
+            t.push_str(&format!("; not run: {}", rest.join(", ")));
+        }
+        t
+    });
+    let mut tab = table(&s, &rows);
+    if let Some(i) = &interrupted {
+        tab.push_str(&format!("interrupted by SIGINT/SIGTERM: {i}\n"));
+    }
     let mut doc = crate::report::ResultDoc::new("lab.shaped-switch", &s);
     let per: Vec<serde_json::Value> = rows.iter().map(|r| row_json(&s, r)).collect();
     doc.insert("runs", &per);
+    if let Some(i) = &interrupted {
+        doc.insert("interrupted", i);
+    }
     let report = html_report(&s, &doc, &out, &rows, &tab);
     let crossings = gates.check_runs(&report.runs);
     let failed = gates.record(&mut doc, &crossings);
@@ -1218,6 +1255,10 @@ pub fn run(
     let text = serde_json::to_string_pretty(&doc)?;
     crate::report::write_atomic(&out.join("summary.json"), text.as_bytes())?;
     print!("{tab}");
+    if let Some(i) = interrupted {
+        eprintln!("results: {}", out.display());
+        return Err(crate::Interrupted(i).into());
+    }
     let silent: Vec<String> = rows
         .iter()
         .filter(|(_, _, o)| o.as_ref().is_some_and(|o| o.received == 0))

@@ -71,7 +71,19 @@ impl Topology {
     /// Builds the plan's network. On error, what was built is removed.
     pub fn build(plan: &Plan, run_id: &str) -> Result<Topology> {
         let mut topo = Topology::new();
+        // a stop is looked at between steps; what was built is removed on drop
+        let stopped = || -> Result<()> {
+            if lockstep_linux::signal::stop_requested() {
+                return Err(crate::Interrupted(format!(
+                    "{}: while building its network",
+                    plan.run.label
+                ))
+                .into());
+            }
+            Ok(())
+        };
         for n in &plan.nodes {
+            stopped()?;
             let ns = ns_name(run_id, &n.name);
             netns::create(&ns).with_context(|| format!("creating namespace {ns}"))?;
             topo.namespaces.push(ns.clone());
@@ -98,6 +110,7 @@ impl Topology {
                 let Some(pi) = peer.ifaces.iter().find(|p| p.link == i.link) else {
                     continue;
                 };
+                stopped()?;
                 let (ns_a, ns_b) = (ns_name(run_id, &n.name), ns_name(run_id, &peer.name));
                 iface::create_veth_between(&i.ifname, Some(&ns_a), &pi.ifname, Some(&ns_b))
                     .with_context(|| {
@@ -106,6 +119,7 @@ impl Topology {
             }
         }
         for n in &plan.nodes {
+            stopped()?;
             let ns = ns_name(run_id, &n.name);
             let notes = netns::run_in(&ns, || configure(n))?
                 .with_context(|| format!("configuring the interfaces of {}", n.name))?;

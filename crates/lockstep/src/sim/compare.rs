@@ -97,25 +97,59 @@ pub struct RunCompare {
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
-    let lab = read_doc(&args.lab)?;
-    let sim = read_doc(&args.sim)?;
-    let mut out = Vec::new();
-    for l in &lab.report.runs {
-        let Some(s) = sim.report.runs.iter().find(|s| s.label == l.label) else {
-            continue;
-        };
-        let meta = lab.runs.iter().find(|m| m.label == l.label);
-        out.push(compare_run(&args, meta, l, s)?);
-    }
-    if out.is_empty() {
-        return Err(UsageError(format!(
-            "{} and {}: no run in common (labels {:?} and {:?})",
-            args.lab.display(),
-            args.sim.display(),
-            lab.report.runs.iter().map(|r| &r.label).collect::<Vec<_>>(),
-            sim.report.runs.iter().map(|r| &r.label).collect::<Vec<_>>()
-        ))
-        .into());
+    // reading two big result directories takes a while and cannot look at the stop
+    // flag: on a thread of its own, each run's comparison passed on as it is done
+    let args = std::sync::Arc::new(args);
+    let a = args.clone();
+    let (got, ended) =
+        crate::stop::collect_unless_stopped(move |each: &dyn Fn(Result<RunCompare>)| {
+            let docs = read_doc(&a.lab).and_then(|lab| Ok((lab, read_doc(&a.sim)?)));
+            let (lab, sim) = match docs {
+                Ok(d) => d,
+                Err(e) => return each(Err(e)),
+            };
+            let mut common = 0;
+            for l in &lab.report.runs {
+                let Some(s) = sim.report.runs.iter().find(|s| s.label == l.label) else {
+                    continue;
+                };
+                if crate::stop::stop_requested() {
+                    return;
+                }
+                common += 1;
+                let meta = lab.runs.iter().find(|m| m.label == l.label);
+                each(compare_run(&a, meta, l, s));
+            }
+            if common == 0 {
+                each(Err(UsageError(format!(
+                    "{} and {}: no run in common (labels {:?} and {:?})",
+                    a.lab.display(),
+                    a.sim.display(),
+                    lab.report.runs.iter().map(|r| &r.label).collect::<Vec<_>>(),
+                    sim.report.runs.iter().map(|r| &r.label).collect::<Vec<_>>()
+                ))
+                .into()));
+            }
+        });
+    let out = got.into_iter().collect::<Result<Vec<RunCompare>>>()?;
+    match ended {
+        Ok(()) if !crate::stop::stop_requested() => {}
+        Err(e @ crate::stop::Cut::Panicked) => anyhow::bail!("comparing: {e}"),
+        // stopped: the runs compared so far, then say so
+        _ => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                print!("{}", human(&out));
+            }
+            let done: Vec<&str> = out.iter().map(|r| r.run.as_str()).collect();
+            return Err(crate::Interrupted(format!(
+                "compared {} run(s) ({}) before the stop; the others not",
+                out.len(),
+                done.join(", ")
+            ))
+            .into());
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);

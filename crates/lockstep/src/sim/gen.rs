@@ -272,12 +272,30 @@ fn check_args(a: &GenArgs) -> Result<(), String> {
 
 pub fn run(args: GenArgs) -> Result<()> {
     check_args(&args).map_err(UsageError)?;
-    let g = match args.topology {
-        Topology::Ring => ring(args.routers),
-        Topology::Grid => grid(args.routers),
-        Topology::FatTree => fat_tree(args.routers),
+    // drawing many flows on a big network takes a while: on a thread of its own, so
+    // that a stop ends the command at once (a scenario with some of its flows would
+    // not be the one asked for: nothing is written then)
+    let args = std::sync::Arc::new(args);
+    let a = args.clone();
+    let made = crate::stop::unless_stopped(move || {
+        let g = match a.topology {
+            Topology::Ring => ring(a.routers),
+            Topology::Grid => grid(a.routers),
+            Topology::FatTree => fat_tree(a.routers),
+        };
+        scenario(&g, &a).map(|text| (g, text))
+    });
+    let (g, text) = match made {
+        Ok(m) => m?,
+        Err(crate::stop::Cut::Stopped) => {
+            return Err(crate::Interrupted(format!(
+                "while generating the network: nothing written to {}",
+                args.output.display()
+            ))
+            .into())
+        }
+        Err(e) => anyhow::bail!("generating the network: {e}"),
     };
-    let text = scenario(&g, &args)?;
     std::fs::write(&args.output, text)
         .with_context(|| format!("--output: cannot write {}", args.output.display()))?;
     eprintln!(

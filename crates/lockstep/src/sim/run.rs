@@ -24,12 +24,29 @@ use crate::lab::{tables, LabScenario, ScenarioFile, ScenarioKind};
 use crate::report::html::LabReport;
 use crate::report::packets::PacketWriter;
 use crate::report::{finish_lab_run_streamed, ResultDoc, Show};
-use crate::UsageError;
+use crate::stop::{self, Cut};
+use crate::{Interrupted, UsageError};
 
 /// Simulated time after the traffic ends for what is in flight to arrive.
 const DRAIN_NS: i64 = 1_000_000_000;
 /// Simulated time per step of the loop (progress is checked between steps).
 const STEP_NS: i64 = 50_000_000;
+/// Wall time a step of the loop should take at most: the stop flag is looked at
+/// between steps, and a step is shortened until it takes about this long.
+const STEP_WALL_NS: i64 = 50_000_000;
+
+/// The next step of simulated time after one of `step` took `wall` ns: halved while
+/// steps take longer than [`STEP_WALL_NS`], doubled (up to `max`) while they take
+/// under a quarter of it. Where steps end does not change what is simulated.
+pub(crate) fn next_step(step: i64, wall: i64, max: i64) -> i64 {
+    if wall > STEP_WALL_NS {
+        (step / 2).max(1_000)
+    } else if wall < STEP_WALL_NS / 4 {
+        step.saturating_mul(2).min(max)
+    } else {
+        step
+    }
+}
 
 /// One simulated run.
 pub struct SimOutcome {
@@ -38,6 +55,10 @@ pub struct SimOutcome {
     pub stats: EngineStats,
     /// Wall time of the simulation itself (the event loop).
     pub wall_ns: i64,
+    /// Simulated time the run had reached when a stop ended it (from the traffic's
+    /// start; the rest of the run was not simulated, nor were packets in flight then
+    /// let arrive).
+    pub interrupted_at: Option<Duration>,
     /// Wall time to plan the run and to build the simulated network.
     pub plan_ns: i64,
     pub build_ns: i64,
@@ -108,7 +129,20 @@ pub fn run(args: SimRunArgs) -> Result<()> {
     let file = ScenarioFile::read(&args.scenario)?;
     check_kind(&file)?;
     let text = file.text().to_string();
-    let s = match file.load(&args.overrides)? {
+    // checking a big scenario takes a while and cannot look at the stop flag
+    let overrides = args.overrides.clone();
+    let loaded = match stop::unless_stopped(move || file.load(&overrides)) {
+        Ok(l) => l?,
+        Err(Cut::Stopped) => {
+            return Err(Interrupted(format!(
+                "while reading {}: nothing simulated",
+                args.scenario.display()
+            ))
+            .into())
+        }
+        Err(e) => anyhow::bail!("reading {}: {e}", args.scenario.display()),
+    };
+    let s = match loaded {
         LabScenario::Tdp(s) => s,
         LabScenario::Shaped(s) => return super::shaped::run(&s, &text, &args),
         LabScenario::Jitter(_) | LabScenario::RtService(_) => {
@@ -144,10 +178,20 @@ pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<Sce
     let mut doc = ResultDoc::new("sim.run", config(s, args, &opts, duration));
     crate::report::write_atomic(&dir.join("scenario.toml"), s.source.text.as_bytes())?;
     let runs = s.runs();
-    let mut outcomes = Vec::new();
+    let mut outcomes: Vec<SimOutcome> = Vec::new();
+    let shared = std::sync::Arc::new(s.clone());
     for (i, run) in runs.iter().enumerate() {
+        if outcomes.iter().any(|o| o.interrupted_at.is_some()) {
+            break;
+        }
         let planning = wall_ns();
-        let p = plan(s, run).map_err(|e| UsageError(e.to_string()))?;
+        // planning a big network cannot look at the stop flag
+        let (sc, r) = (shared.clone(), run.clone());
+        let p = match stop::unless_stopped(move || plan(&sc, &r)) {
+            Ok(p) => p.map_err(|e| UsageError(e.to_string()))?,
+            Err(Cut::Stopped) => break,
+            Err(e) => anyhow::bail!("planning {}: {e}", run.label),
+        };
         let cycle = Duration(run.tf.as_nanos().saturating_mul(i64::from(s.k)));
         lockstep_plan::fault::check_room(&s.faults, duration, cycle)
             .map_err(|e| UsageError(format!("{}: {e}", args.scenario.display())))?;
@@ -155,11 +199,43 @@ pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<Sce
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
         let packets = args.packets.then(|| dir.join(&run.dir));
         let opts = run_options(&opts, args, &run.dir)?;
-        let mut o = simulate(&p, &opts, duration, &prefix, args.quiet, packets.as_deref())?;
+        let Some(mut o) = simulate(&p, &opts, duration, &prefix, args.quiet, packets.as_deref())?
+        else {
+            break;
+        };
         o.plan_ns = plan_ns;
         outcomes.push(o);
     }
-    finish(s, args, &opts, &mut doc, &dir, outcomes, load_ns)
+    // what a stop left undone: the run it cut short, the runs not simulated
+    let mut undone: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| {
+            let at = o.interrupted_at?;
+            Some(format!("{} stopped at {at} of {duration}", o.run.label))
+        })
+        .collect();
+    let skipped: Vec<&str> = runs[outcomes.len()..]
+        .iter()
+        .map(|r| r.label.as_str())
+        .collect();
+    if !skipped.is_empty() {
+        undone.push(format!("not simulated: {}", skipped.join(", ")));
+    }
+    let interrupted = (!undone.is_empty()).then(|| undone.join("; "));
+    let lines = finish(
+        s,
+        args,
+        &opts,
+        &mut doc,
+        &dir,
+        outcomes,
+        load_ns,
+        interrupted.as_deref(),
+    )?;
+    match interrupted {
+        Some(i) => Err(Interrupted(i).into()),
+        None => Ok(lines),
+    }
 }
 
 fn config(s: &Scenario, args: &SimRunArgs, opts: &SimOptions, duration: Duration) -> Value {
@@ -209,7 +285,9 @@ fn packet_writers(p: &Plan, dir: Option<&Path>) -> Result<Vec<Option<PacketWrite
 }
 
 /// Runs one planned run and measures it; with `packets`, writes every receiver's
-/// per-packet file into that directory.
+/// per-packet file into that directory. `None` when a stop came while the simulated
+/// network was being built; a stop during the run ends it where it is
+/// ([`SimOutcome::interrupted_at`]).
 pub fn simulate(
     p: &Plan,
     opts: &SimOptions,
@@ -217,11 +295,17 @@ pub fn simulate(
     prefix: &str,
     quiet: bool,
     packets: Option<&Path>,
-) -> Result<SimOutcome> {
+) -> Result<Option<SimOutcome>> {
     let mut writers = packet_writers(p, packets)?;
     let mut write_err = None;
     let building = wall_ns();
-    let mut e = lockstep_sim::engine(p, opts).map_err(|e| UsageError(e.to_string()))?;
+    // building a big network cannot look at the stop flag
+    let (bp, bo) = (p.clone(), opts.clone());
+    let mut e = match stop::unless_stopped(move || lockstep_sim::engine(&bp, &bo)) {
+        Ok(e) => e.map_err(|e| UsageError(e.to_string()))?,
+        Err(Cut::Stopped) => return Ok(None),
+        Err(e) => anyhow::bail!("building the simulated network: {e}"),
+    };
     let build_ns = wall_ns() - building;
     let ids = node_ids(p);
     let tx = TxJoin::default();
@@ -245,9 +329,17 @@ pub fn simulate(
             }
         }
     };
+    let mut step = STEP_NS;
+    let mut interrupted_at = None;
     while e.now() < end {
-        let until = e.now().saturating_add(STEP_NS).min(end);
+        if stop::stop_requested() {
+            interrupted_at = Some(Duration(e.now().saturating_sub(opts.start_ns)));
+            break;
+        }
+        let until = e.now().saturating_add(step).min(end);
+        let t = wall_ns();
         e.run_until(until, &mut on_delivery);
+        step = next_step(step, wall_ns() - t, STEP_NS);
         if !quiet && wall_ns() - shown >= 1_000_000_000 {
             shown = wall_ns();
             progress(prefix, &e, opts.start_ns, duration, shown - started);
@@ -255,7 +347,9 @@ pub fn simulate(
     }
     let sent = sent_per_flow(&e);
     e.stop_sources();
-    e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
+    if interrupted_at.is_none() {
+        e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
+    }
     let wall = wall_ns() - started;
     if let Some(e) = write_err {
         return Err(e);
@@ -290,11 +384,12 @@ pub fn simulate(
     if !quiet {
         progress(prefix, &e, opts.start_ns, duration, wall);
     }
-    Ok(SimOutcome {
+    Ok(Some(SimOutcome {
         run: p.run.clone(),
         collected,
         stats: e.stats(),
         wall_ns: wall,
+        interrupted_at,
         plan_ns: 0,
         build_ns,
         peak_rss_bytes,
@@ -304,7 +399,7 @@ pub fn simulate(
             .node_events()
             .map(|(n, s)| (n.to_string(), s.clone()))
             .collect(),
-    })
+    }))
 }
 
 fn progress(prefix: &str, e: &Engine, start: i64, duration: Duration, wall: i64) {
@@ -359,6 +454,8 @@ fn loads(p: &Plan, e: &Engine) -> Vec<LoadLine> {
     out
 }
 
+/// Writes and prints the results; `interrupted` says what a stop left undone.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     s: &Scenario,
     args: &SimRunArgs,
@@ -367,6 +464,7 @@ fn finish(
     dir: &Path,
     outcomes: Vec<SimOutcome>,
     load_ns: i64,
+    interrupted: Option<&str>,
 ) -> Result<ScenarioLines> {
     let mut notes = vec![format!(
         "simulated (virtual time): host model {}, processing {} per packet, {} links, framing {} ({} bytes per frame beyond the IP packet), seed {}",
@@ -388,7 +486,15 @@ fn finish(
             ));
         }
     }
-    let table = human(s, dir, &outcomes, load_ns);
+    let mut table = human(s, dir, &outcomes, load_ns);
+    if let Some(i) = interrupted {
+        let what = format!(
+            "interrupted by SIGINT/SIGTERM: {i} (packets in flight at the stop count as lost)"
+        );
+        table.push_str(&format!("{what}\n"));
+        notes.push(what);
+        doc.insert("interrupted", i);
+    }
     doc.insert("runs", outcomes.iter().map(run_json).collect::<Vec<_>>());
     let perf: Vec<Value> = outcomes.iter().map(perf_json).collect();
     let report = LabReport {
@@ -461,6 +567,7 @@ fn run_json(o: &SimOutcome) -> Value {
         "fault_drops": o.stats.fault_drops,
         "faults": o.faults,
         "node_events": node_events_json(&o.node_events),
+        "interrupted_at": o.interrupted_at.map(|d| d.to_string()),
     })
 }
 

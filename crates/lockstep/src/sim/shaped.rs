@@ -57,7 +57,8 @@ use crate::lab::results::{assemble, flow_inputs, node_ids, Collected, FlowsMeter
 use crate::lab::shaped::{self as lab, Shaped, ShaperKind};
 use crate::report::html::LabReport;
 use crate::report::{finish_lab_run, ResultDoc};
-use crate::UsageError;
+use crate::stop::stop_requested;
+use crate::{Interrupted, UsageError};
 
 /// How much further apart A's probes are simulated than `probe_period` (see the
 /// module documentation).
@@ -217,6 +218,9 @@ pub struct Outcome {
     pub collected: Collected,
     pub stats: EngineStats,
     pub wall_ns: i64,
+    /// Simulated time the row had reached when a stop ended it (the rest was not
+    /// simulated, nor were packets in flight then let arrive).
+    pub interrupted_at: Option<Duration>,
 }
 
 fn wall_ns() -> i64 {
@@ -282,16 +286,26 @@ pub fn simulate(
     let started = wall_ns();
     let end = opts.start_ns.saturating_add(duration.as_nanos());
     let mut shown = started;
+    let mut step = STEP_NS;
+    let mut interrupted_at = None;
     while e.now() < end {
-        let until = e.now().saturating_add(STEP_NS).min(end);
+        if stop_requested() {
+            interrupted_at = Some(Duration(e.now().saturating_sub(opts.start_ns)));
+            break;
+        }
+        let until = e.now().saturating_add(step).min(end);
+        let t = wall_ns();
         e.run_until(until, &mut on_delivery);
+        step = super::run::next_step(step, wall_ns() - t, STEP_NS);
         if !quiet && wall_ns() - shown >= 1_000_000_000 {
             shown = wall_ns();
             progress(prefix, &e, opts.start_ns, duration, shown - started);
         }
     }
     e.stop_sources();
-    e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
+    if interrupted_at.is_none() {
+        e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
+    }
     let wall = wall_ns() - started;
     if !quiet {
         progress(prefix, &e, opts.start_ns, duration, wall);
@@ -359,6 +373,7 @@ pub fn simulate(
         collected,
         stats: e.stats(),
         wall_ns: wall,
+        interrupted_at,
     })
 }
 
@@ -396,12 +411,49 @@ pub fn run(s: &Shaped, text: &str, args: &SimRunArgs) -> Result<()> {
     crate::report::write_atomic(&dir.join("scenario.toml"), text.as_bytes())?;
     let mut doc = ResultDoc::new("sim.shaped-switch", config(&s, args, &opts));
     let rows = lab::plan_rows(&s);
-    let mut outcomes = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for (i, (kind, ts)) in rows.iter().enumerate() {
+        if stop_requested() {
+            break;
+        }
         let prefix = format!("sim {} [{}/{} {kind} Ts={ts}] ", s.name, i + 1, rows.len());
         outcomes.push(simulate(&s, &p, &opts, *kind, *ts, &prefix, args.quiet)?);
     }
-    finish(&s, args, &opts, &mut doc, &dir, &outcomes)
+    // what a stop left undone: the row it cut short, the rows not simulated
+    let mut undone: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| {
+            let at = o.interrupted_at?;
+            Some(format!(
+                "{} Ts={} stopped at {at} of {}",
+                o.kind, o.ts, s.duration
+            ))
+        })
+        .collect();
+    let skipped: Vec<String> = rows[outcomes.len()..]
+        .iter()
+        .map(|(k, t)| format!("{k} Ts={t}"))
+        .collect();
+    if !skipped.is_empty() {
+        undone.push(format!("not simulated: {}", skipped.join(", ")));
+    }
+    let interrupted = (!undone.is_empty()).then(|| undone.join("; "));
+    if let Some(i) = &interrupted {
+        doc.insert("interrupted", i);
+    }
+    finish(
+        &s,
+        args,
+        &opts,
+        &mut doc,
+        &dir,
+        &outcomes,
+        interrupted.as_deref(),
+    )?;
+    match interrupted {
+        Some(i) => Err(Interrupted(i).into()),
+        None => Ok(()),
+    }
 }
 
 fn config(s: &Shaped, args: &SimRunArgs, opts: &SimOptions) -> Value {
@@ -567,8 +619,15 @@ fn finish(
     doc: &mut ResultDoc,
     dir: &Path,
     outcomes: &[Outcome],
+    interrupted: Option<&str>,
 ) -> Result<()> {
-    let tab = table(s, opts, outcomes);
+    let mut tab = table(s, opts, outcomes);
+    if let Some(i) = interrupted {
+        let _ = writeln!(
+            tab,
+            "interrupted by SIGINT/SIGTERM: {i} (packets in flight at the stop count as lost)"
+        );
+    }
     for o in outcomes {
         let within = match (o.observed.max_switch_delay_ns, bound(s, o, opts)) {
             (Some(n), Some(b)) => !above(n, &b.delay),

@@ -55,6 +55,23 @@ impl Arrivals {
     /// Propagates the flows' arrival curves through `net` (a valid network; a cycle
     /// is an error naming it).
     pub fn of(net: &Network) -> Result<Arrivals, InputError> {
+        let (mut arr, order) = Arrivals::start(net)?;
+        arr.propagate(&order, &|| false);
+        Ok(arr)
+    }
+
+    /// [`Arrivals::of`], asking `stop` before each server: `None` once it says yes.
+    pub fn of_until(
+        net: &Network,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Arrivals>, InputError> {
+        let (mut arr, order) = Arrivals::start(net)?;
+        Ok(arr.propagate(&order, stop).then_some(arr))
+    }
+
+    /// The sources' curves at their first servers, and the servers in the order the
+    /// propagation takes them.
+    fn start(net: &Network) -> Result<(Arrivals, Vec<usize>), InputError> {
         let paths = paths(net);
         let n = net.servers.len();
         let order = topological(n, &paths).map_err(|cycle| {
@@ -93,13 +110,22 @@ impl Arrivals {
                 });
             }
         }
-        for s in order {
-            arr.leave(s);
-            if arr.unbounded.is_some() {
+        Ok((arr, order))
+    }
+
+    /// What leaves each server, in `order`; `false` once `stop` (asked before each
+    /// server) says so.
+    fn propagate(&mut self, order: &[usize], stop: &dyn Fn() -> bool) -> bool {
+        for &s in order {
+            if stop() {
+                return false;
+            }
+            self.leave(s);
+            if self.unbounded.is_some() {
                 break;
             }
         }
-        Ok(arr)
+        true
     }
 
     /// `Ok` when every output was bounded; else why no method can bound anything.

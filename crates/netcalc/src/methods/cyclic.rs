@@ -21,7 +21,11 @@ use crate::q::Q;
 
 /// The TFA bound of every flow of a (possibly cyclic) network of FIFO servers; with
 /// `line_shaping`, each server's output limited to its rate ([`shaped`]).
-pub(super) fn tfa(net: &Network, line_shaping: bool) -> Result<Vec<Bound>, InputError> {
+pub(super) fn tfa(
+    net: &Network,
+    line_shaping: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Bound>, InputError> {
     let index = |name: &str| net.servers.iter().position(|s| s.name == name);
     let mut paths = Vec::with_capacity(net.flows.len());
     for f in &net.flows {
@@ -42,16 +46,20 @@ pub(super) fn tfa(net: &Network, line_shaping: bool) -> Result<Vec<Bound>, Input
         return Ok(vec![Err(NoBound::NotApplicable(why)); net.flows.len()]);
     }
     if line_shaping {
-        return Ok(shaped(net, &paths));
+        return Ok(shaped(net, &paths, stop));
     }
-    Ok(affine(net, &paths))
+    Ok(affine(net, &paths, stop))
 }
 
-/// The fixed point of the affine system, solved exactly.
-fn affine(net: &Network, paths: &[Vec<usize>]) -> Vec<Bound> {
+/// The fixed point of the affine system, solved exactly; no bound at all once `stop`
+/// says so (asked at each pivot).
+fn affine(net: &Network, paths: &[Vec<usize>], stop: &dyn Fn() -> bool) -> Vec<Bound> {
     let n = net.servers.len();
     let (a, c) = system(net, paths, n);
-    let Some(d) = solve(a, c) else {
+    let Some(solved) = solve(a, c, stop) else {
+        return Vec::new();
+    };
+    let Some(d) = solved else {
         let why = "the fixed point diverges: around the cycle the bursts grow without limit";
         return vec![Err(NoBound::Unbounded(why.into())); net.flows.len()];
     };
@@ -85,13 +93,17 @@ fn system(net: &Network, paths: &[Vec<usize>], n: usize) -> (Vec<Vec<Q>>, Vec<Q>
     (m, c)
 }
 
-/// Solves `M x = c` by Gaussian elimination without pivoting; `None` unless every
-/// pivot is positive (then `M` is a nonsingular M-matrix and `x ≥ 0`).
-fn solve(mut m: Vec<Vec<Q>>, mut c: Vec<Q>) -> Option<Vec<Q>> {
+/// Solves `M x = c` by Gaussian elimination without pivoting; `Some(None)` unless
+/// every pivot is positive (then `M` is a nonsingular M-matrix and `x ≥ 0`); `None`
+/// once `stop` says so.
+fn solve(mut m: Vec<Vec<Q>>, mut c: Vec<Q>, stop: &dyn Fn() -> bool) -> Option<Option<Vec<Q>>> {
     let n = c.len();
     for k in 0..n {
-        if !m[k][k].is_positive() {
+        if stop() {
             return None;
+        }
+        if !m[k][k].is_positive() {
+            return Some(None);
         }
         for i in k + 1..n {
             if m[i][k].is_zero() {
@@ -114,7 +126,7 @@ fn solve(mut m: Vec<Vec<Q>>, mut c: Vec<Q>) -> Option<Vec<Q>> {
         }
         x[k] = &acc / &m[k][k];
     }
-    Some(x)
+    Some(Some(x))
 }
 
 /// The grid the line-shaped fixed point is rounded up to: 1 ns.
@@ -133,13 +145,17 @@ const MAX_ROUNDS: usize = 100_000;
 /// 0, each rounded up to the nanosecond: the sequence only grows, and it stops at a
 /// `D` whose bounds `F(D)` are at most `D` — an upper bound of the fixed point the
 /// exact iteration converges to — or gives up after [`MAX_ROUNDS`] rounds or when a
-/// bound passes an hour.
-fn shaped(net: &Network, paths: &[Vec<usize>]) -> Vec<Bound> {
+/// bound passes an hour. Once `stop` says so (asked every round) it gives no bound at
+/// all: a round short of the fixed point bounds nothing.
+fn shaped(net: &Network, paths: &[Vec<usize>], stop: &dyn Fn() -> bool) -> Vec<Bound> {
     let n = net.servers.len();
     let step = grid();
     let hour = Q::int(3600);
     let mut d = vec![Q::zero(); n];
     for _ in 0..MAX_ROUNDS {
+        if stop() {
+            return Vec::new();
+        }
         let Some(next) = round(net, paths, &d) else {
             return vec![Err(NoBound::Unbounded("a server is overloaded".into())); paths.len()];
         };

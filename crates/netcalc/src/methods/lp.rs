@@ -120,10 +120,6 @@ pub fn bound_of(delay: f64) -> Bound {
         .ok_or_else(|| NoBound::Unbounded("no value".into()))
 }
 
-pub(super) fn bounds(arr: &Arrivals) -> Vec<Bound> {
-    (0..arr.paths.len()).map(|f| flow(arr, f)).collect()
-}
-
 /// One departure of the tree at a server: when the bit arrived (`a`), the service instant (`sigma`), and each crossing flow's cumulative
 /// arrivals at `a` and `sigma`.
 struct Node {
@@ -141,7 +137,7 @@ struct Level {
     le: Vec<Vec<bool>>,
 }
 
-fn flow(arr: &Arrivals, f: usize) -> Bound {
+pub(super) fn flow(arr: &Arrivals, f: usize) -> Bound {
     bound_of(program(arr, f)?.solve()?)
 }
 

@@ -104,42 +104,95 @@ pub struct Options {
 
 /// [`bounds`] with [`Options`].
 pub fn bounds_with(net: &Network, method: Method, opts: Options) -> Result<Vec<Bound>, InputError> {
+    bounds_until(net, method, opts, &|| false)
+}
+
+/// [`bounds_with`], asking `stop` before each flow (and each round of a cyclic
+/// network's fixed point): once it answers yes the flows not analysed yet are left
+/// out, so the vector is shorter than the network's flows (a cyclic network's fixed
+/// point gives every bound or none). What `lockstep calc` runs, so that Ctrl-C ends a
+/// long analysis with the bounds it has.
+pub fn bounds_until(
+    net: &Network,
+    method: Method,
+    opts: Options,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Bound>, InputError> {
+    let mut out = Vec::with_capacity(net.flows.len());
+    bounds_each(net, method, opts, stop, &mut |b| out.push(b))?;
+    Ok(out)
+}
+
+/// [`bounds_until`] a flow at a time: `each` gets every flow's bound as soon as it is
+/// known, in the network's order (a cyclic network's all at the end), so a caller
+/// keeps what was found even while one long program is still being solved.
+pub fn bounds_each(
+    net: &Network,
+    method: Method,
+    opts: Options,
+    stop: &dyn Fn() -> bool,
+    each: &mut dyn FnMut(Bound),
+) -> Result<(), InputError> {
     if is_cyclic(net) {
-        return match method {
-            Method::Tfa => cyclic::tfa(net, opts.line_shaping),
-            _ => Ok(vec![
+        let all = match method {
+            Method::Tfa => cyclic::tfa(net, opts.line_shaping, stop)?,
+            _ => vec![
                 Err(NoBound::NotApplicable(format!(
                     "cyclic network ({} needs a feed-forward one)",
                     method.name().to_uppercase()
                 )));
                 net.flows.len()
-            ]),
+            ],
         };
+        all.into_iter().for_each(each);
+        return Ok(());
     }
-    let arr = Arrivals::of(net)?;
-    Ok(match method {
-        Method::Tfa => tfa::bounds(&arr),
-        Method::Sfa => sfa::bounds(&arr),
-        Method::Pmoo => pmoo::bounds(&arr),
-        Method::Lp => lp::bounds(&arr),
-    })
+    let Some(arr) = Arrivals::of_until(net, stop)? else {
+        return Ok(());
+    };
+    let flow = match method {
+        Method::Tfa => tfa::flow,
+        Method::Sfa => sfa::flow,
+        Method::Pmoo => pmoo::flow,
+        Method::Lp => lp::flow,
+    };
+    for f in 0..arr.paths.len() {
+        if stop() {
+            break;
+        }
+        each(flow(&arr, f));
+    }
+    Ok(())
 }
 
 /// The total flow analysis' delay bound of every flow at each hop of its path.
 pub fn tfa_per_hop(net: &Network) -> Result<Vec<Result<Vec<Q>, NoBound>>, InputError> {
+    tfa_per_hop_until(net, &|| false)
+}
+
+/// [`tfa_per_hop`], asking `stop` as [`bounds_until`] does: the flows not reached are
+/// left out.
+pub fn tfa_per_hop_until(
+    net: &Network,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Result<Vec<Q>, NoBound>>, InputError> {
     if is_cyclic(net) {
         let why = NoBound::NotApplicable("cyclic network".into());
         return Ok(vec![Err(why); net.flows.len()]);
     }
-    let arr = Arrivals::of(net)?;
-    Ok((0..net.flows.len()).map(|f| tfa::hops(&arr, f)).collect())
+    let Some(arr) = Arrivals::of_until(net, stop)? else {
+        return Ok(Vec::new());
+    };
+    Ok((0..net.flows.len())
+        .map_while(|f| (!stop()).then(|| tfa::hops(&arr, f)))
+        .collect())
 }
 
 /// The total flow analysis by its fixed point (what cyclic networks get), on any
 /// network of FIFO servers: what the property tests check against the simulation on
 /// feed-forward ones.
 pub fn fixed_point_tfa(net: &Network, opts: Options) -> Result<Vec<Bound>, InputError> {
-    cyclic::tfa(net, opts.line_shaping)
+    cyclic::tfa(net, opts.line_shaping, &|| false)
 }
 
 /// Whether the servers, ordered by the flows' paths, form a cycle (a flow visiting

@@ -21,10 +21,6 @@ use crate::curve::{delay_bound, Service};
 use crate::model::Multiplexing;
 use crate::q::Q;
 
-pub(super) fn bounds(arr: &Arrivals) -> Vec<Bound> {
-    (0..arr.paths.len()).map(|f| flow(arr, f)).collect()
-}
-
 /// Cross flows that stay on the path together: positions `from..=to`, the flows,
 /// and their token bucket.
 struct Run {
@@ -34,7 +30,7 @@ struct Run {
     burst: Q,
 }
 
-fn flow(arr: &Arrivals, f: usize) -> Bound {
+pub(super) fn flow(arr: &Arrivals, f: usize) -> Bound {
     arr.bounded()?;
     let last = arr.paths[f].len().saturating_sub(1);
     let beta = service(arr, f, last)?;

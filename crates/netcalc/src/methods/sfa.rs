@@ -17,11 +17,7 @@ use super::{Arrivals, Bound, NoBound};
 use crate::curve::{delay_bound, Curve, Service};
 use crate::model::Multiplexing;
 
-pub(super) fn bounds(arr: &Arrivals) -> Vec<Bound> {
-    (0..arr.paths.len()).map(|f| flow(arr, f)).collect()
-}
-
-fn flow(arr: &Arrivals, f: usize) -> Bound {
+pub(super) fn flow(arr: &Arrivals, f: usize) -> Bound {
     arr.bounded()?;
     let path = &arr.paths[f];
     let alone = separated(arr, path, &[f], &arr.per_flow[f][0]);

@@ -154,3 +154,40 @@ fn the_lp_on_two_flows_through_three_fifo_servers() {
         Err(NoBound::NotApplicable(_))
     ));
 }
+
+#[test]
+fn a_stop_leaves_out_the_flows_not_analysed_yet() {
+    use std::cell::Cell;
+    let net = tandem(3, Multiplexing::Fifo, &[(0, 2), (0, 1), (1, 2), (0, 2)]);
+    for m in Method::ALL {
+        let every = bounds(&net, m).unwrap();
+        // asked before each of the 3 servers' propagation, then before each flow:
+        // yes from the third flow on
+        let asked = Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 3 + 2
+        };
+        let some = bounds_until(&net, m, Options::default(), &stop).unwrap();
+        assert_eq!(some, every[..2], "{m:?}");
+        let none = bounds_until(&net, m, Options::default(), &|| true).unwrap();
+        assert!(none.is_empty(), "{m:?}");
+        assert_eq!(
+            bounds_until(&net, m, Options::default(), &|| false).unwrap(),
+            every
+        );
+    }
+    // a cyclic network's fixed point: every bound or none
+    for line_shaping in [false, true] {
+        let mut net = ring(4, 4, 3);
+        for f in &mut net.flows {
+            f.max_packet = Some(i(25));
+        }
+        let opts = Options { line_shaping };
+        let every = bounds_with(&net, Method::Tfa, opts).unwrap();
+        assert_eq!(every.len(), net.flows.len());
+        assert!(bounds_until(&net, Method::Tfa, opts, &|| true)
+            .unwrap()
+            .is_empty());
+    }
+}

@@ -9,10 +9,6 @@ use super::{Arrivals, Bound, NoBound};
 use crate::curve::delay_bound;
 use crate::q::Q;
 
-pub(super) fn bounds(arr: &Arrivals) -> Vec<Bound> {
-    (0..arr.paths.len()).map(|f| flow(arr, f)).collect()
-}
-
 /// The delay bound of flow `f` at each hop.
 pub(crate) fn hops(arr: &Arrivals, f: usize) -> Result<Vec<Q>, NoBound> {
     arr.bounded()?;
@@ -33,6 +29,6 @@ pub(crate) fn hops(arr: &Arrivals, f: usize) -> Result<Vec<Q>, NoBound> {
     Ok(out)
 }
 
-fn flow(arr: &Arrivals, f: usize) -> Bound {
+pub(super) fn flow(arr: &Arrivals, f: usize) -> Bound {
     Ok(hops(arr, f)?.into_iter().sum())
 }
