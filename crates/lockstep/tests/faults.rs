@@ -9,9 +9,9 @@
 //! the reserved flow nothing in TDP and loses its packets in FIFO (exit 1 then).
 //!
 //! The lab runs on a shared, noisy machine, so its checks are what the fault
-//! visibly did, never timing: the outage lost packets and the flow came back
-//! (delivered packets after it), the flood's load was delivered, each document
-//! carries its verdicts; pass or fail is reported, not asserted.
+//! visibly did, never timing: both actions of an outage were taken (the run's
+//! `fault_log`), the flow came back after it, each document carries its verdicts;
+//! pass or fail is reported, not asserted.
 
 mod common;
 
@@ -104,7 +104,8 @@ fn check(driver: &str, file: &str, exact: bool) -> Value {
 /// Link down and router restart: packets lost, the flow back afterwards.
 fn outage(driver: &str, file: &str, exact: bool, lost_exactly: u64) {
     let v = check(driver, file, exact);
-    assert!(u(&v, "lost") > 0, "the outage lost packets: {v}");
+    // (in the lab the sender may be starved for as long as the link takes to go
+    // down, and so send nothing into the outage: only the simulator's loss is sure)
     assert!(
         !v["detail"]
             .as_str()
@@ -113,6 +114,7 @@ fn outage(driver: &str, file: &str, exact: bool, lost_exactly: u64) {
         "{v}"
     );
     if exact {
+        assert!(u(&v, "lost") > 0, "the outage lost packets: {v}");
         assert_eq!(u(&v, "lost"), lost_exactly, "{v}");
         assert_eq!(u(&v, "late"), 0, "{v}");
         assert_eq!(v["recovered_after_ns"], 0, "whole again at once: {v}");
