@@ -8,22 +8,22 @@
 //! - [`units`]: sizes, packet rates and bit rates with units (`1514B`, `100000pps`,
 //!   `100Mbit/s`).
 //! - [`limits`]: the largest (and smallest) value of every number a user gives.
-//! - [`frame`]: the common time reference of SPEC §1 — time-frames, cycles, parity bits.
-//! - [`stats`]: histograms, percentiles, RFC 3550 jitter, sequence accounting (SPEC §6).
+//! - [`frame`]: the common time reference — time-frames, cycles, parity bits.
+//! - [`stats`]: histograms, percentiles, RFC 3550 jitter, sequence accounting (what a result document holds).
 //! - [`wire`]: wire formats — the probe packet, Ethernet, IPv4, UDP, checksums —
 //!   zero-copy views plus `Repr` parse/emit; malformed bytes are errors, never panics.
 //! - [`net`]: IPv4 prefixes, the longest-prefix-match route table, the neighbour table
 //!   and the 5-tuple classifier of an edge router.
-//! - [`tdp`]: Time-Driven Priority (SPEC §2): scheduling tables, frame queues, DSCP
+//! - [`tdp`]: Time-Driven Priority (time-driven forwarding): scheduling tables, frame queues, DSCP
 //!   marking and frame recovery, and the TDP node state machine.
 //! - [`measure`]: the pure accumulators behind each probe (what a probe computes from
 //!   the timestamps the Linux layer hands it).
 //! - [`margin`]: the adaptive spin margin of the hybrid wait strategy.
 //! - [`sched`]: option types shared by every subcommand (wait strategy, policy).
-//! - [`audit`]: the host audit of SPEC §5 — verdicts on captured `/proc` and `/sys`
+//! - [`audit`]: the host audit — verdicts on captured `/proc` and `/sys`
 //!   text (real-time kernel, isolation, C-states, IRQ affinity, coalescing, …) and the
 //!   run-time changes `lockstep host apply` makes.
-//! - [`shaper`]: token-bucket shaping refilled once per shaping interval (SPEC §4),
+//! - [`shaper`]: token-bucket shaping refilled once per shaping interval (the FIFO port analysis),
 //!   its exact output envelope, the symmetric-burst source of loeser §4.1, and models
 //!   of the Linux `tbf` and `htb` qdiscs (continuous refill).
 

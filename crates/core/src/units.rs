@@ -1,4 +1,4 @@
-//! Quantities with units (SPEC §8): sizes (`1514B`, `2MB`, `64KiB`), packet rates
+//! Quantities with units: sizes (`1514B`, `2MB`, `64KiB`), packet rates
 //! (`100000pps`, `135kpps`) and bit rates (`100Mbit/s`, `20B/us`), all parsed exactly:
 //! a value that is not a whole number of the base unit is an error, never rounded.
 

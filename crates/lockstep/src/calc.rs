@@ -630,7 +630,7 @@ fn servers_text(r: &Report) -> String {
         .filter(|s| s.fifo_delay.is_some())
         .collect();
     if !fifo.is_empty() {
-        out.push_str("\nFIFO servers: SPEC §4 (loeser Eq. 4, 6) where every flow arrives as a T-SPEC with the port's rate as peak, and the rules of thumb B_est, t_est (Eq. 5, 7)\n");
+        out.push_str("\nFIFO servers: the FIFO port analysis (loeser Eq. 4, 6) where every flow arrives as a T-SPEC with the port's rate as peak, and the rules of thumb B_est, t_est (Eq. 5, 7)\n");
         let mut rows = vec![vec![
             "server".to_string(),
             "B (Eq. 4)".into(),

@@ -1,4 +1,4 @@
-//! The argument groups and value parsers every subcommand shares (SPEC §8); the tree of
+//! The argument groups and value parsers every subcommand shares; the tree of
 //! subcommands is [`crate::commands`].
 //!
 //! Value parsers return messages of the form `expected a duration like 100us, got "abc"`;
@@ -63,7 +63,7 @@ impl WaitArgs {
 /// Where results go.
 #[derive(Args, Debug, Clone)]
 pub struct OutputArgs {
-    /// Print the SPEC §7 JSON document on stdout (human text goes to stderr).
+    /// Print the JSON result document on stdout (human text goes to stderr).
     #[arg(long)]
     pub json: bool,
     /// Write the result files (summary.json, samples.csv on request) into this directory.

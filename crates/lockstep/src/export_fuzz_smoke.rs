@@ -11,8 +11,7 @@ use proptest::prelude::*;
 
 use super::{commands, parse_plan, ports_of_node, render, Options, Plan, QdiscChoice};
 
-#[path = "../../../fuzz/smoke/inputs.rs"]
-mod inputs;
+use crate::fuzz_inputs as inputs;
 
 /// Export plans; [`seeds`] adds node files.
 const SEEDS: &[&str] = &[

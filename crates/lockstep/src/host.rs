@@ -53,7 +53,7 @@ pub struct IntentArgs {
 pub struct AuditArgs {
     #[command(flatten)]
     pub intent: IntentArgs,
-    /// Print the SPEC §7 document on stdout (the checklist goes to stderr).
+    /// Print the result document on stdout (the checklist goes to stderr).
     #[arg(long)]
     pub json: bool,
     /// Also write the files read into DIR (files/…, snapshot.json): a fixture for tests

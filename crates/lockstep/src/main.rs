@@ -1,5 +1,5 @@
 //! `lockstep`: one binary, many subcommands. This file is the edge: it parses the
-//! command line, runs the subcommand and turns errors into SPEC §8 exit statuses
+//! command line, runs the subcommand and turns errors into exit statuses
 //! (0 ok, 1 a requested check failed, 2 usage or input error, 3 environment problem).
 //!
 //! System calls, child processes and `unsafe` code live in `lockstep-linux`, never here.
@@ -12,6 +12,11 @@ mod commands;
 mod ctl;
 mod demo;
 mod export;
+/// The damaged inputs the fuzz targets' deterministic twins share (one copy for
+/// every twin in this crate).
+#[cfg(test)]
+#[path = "../../../fuzz/smoke/inputs.rs"]
+mod fuzz_inputs;
 mod gates;
 mod host;
 mod lab;

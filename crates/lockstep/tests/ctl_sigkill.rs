@@ -314,7 +314,10 @@ fn run_once() -> Figures {
     assert_eq!(seen.get(&Ask::Malformed), Some(&BTreeSet::from([400])));
     assert_eq!(seen.get(&Ask::BadTdp), Some(&BTreeSet::from([400])));
     assert_eq!(seen.get(&Ask::Tdp), Some(&BTreeSet::from([201])));
-    assert!(seen.get(&Ask::Flow).is_some_and(|s| s.contains(&201)), "{seen:?}");
+    assert!(
+        seen.get(&Ask::Flow).is_some_and(|s| s.contains(&201)),
+        "{seen:?}"
+    );
 
     // The restart re-admits every stored reservation (it refuses to start otherwise).
     let server = Server::start(&dir);

@@ -258,11 +258,23 @@ pub fn check_flow_limits(f: &Flow, field: &dyn Fn(&str) -> Field) -> Result<(), 
         at_most(c, &max_rate(), Unit::Mbps, rate_limit, field("peak"))?;
     }
     if let Some(m) = &f.max_packet {
-        at_most(m, &max_packet(), Unit::Bytes, "65535 B", field("max_packet"))?;
+        at_most(
+            m,
+            &max_packet(),
+            Unit::Bytes,
+            "65535 B",
+            field("max_packet"),
+        )?;
     }
     if let Some(d) = &f.deadline {
         let week = seconds(limits::MAX_DURATION);
-        at_most(d, &week, Unit::Us, limits::MAX_DURATION_TEXT, field("deadline"))?;
+        at_most(
+            d,
+            &week,
+            Unit::Us,
+            limits::MAX_DURATION_TEXT,
+            field("deadline"),
+        )?;
     }
     Ok(())
 }

@@ -91,7 +91,10 @@ fn node_file_case(text: &str) {
         Ok(f) => f,
         Err(e) => panic!("a parsed node file, written out, no longer parses: {e}\n{toml}"),
     };
-    if file == file {
+    // a file holding a NaN is not equal even to itself: compare only the others
+    #[allow(clippy::eq_op)]
+    let comparable = file == file;
+    if comparable {
         assert_eq!(again, file, "round trip changed the node file\n{toml}");
     }
 }

@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_repeated_range_is_kept_once() {
-        let text = vec!["0-65536"; 8].join(",");
+        let text = ["0-65536"; 8].join(",");
         let cpus = parse(&text).unwrap();
         assert_eq!(cpus.len(), 65_537);
         assert!(cpus.capacity() < 4 * 65_537, "{}", cpus.capacity());

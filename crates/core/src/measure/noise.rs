@@ -7,7 +7,7 @@
 //!   cost of one clock read (tens of nanoseconds); anything longer is time the loop did
 //!   not get (interrupts, preemption, SMIs, hypervisor steal). Gaps above a threshold
 //!   are summed into the *stolen* time.
-//! - [`TickRecorder`] (the *dummy program* of toussaint2018, SPEC §5): a loop spins
+//! - [`TickRecorder`] (the *dummy program* of toussaint2018, host tuning): a loop spins
 //!   until each tick `start + i·period` of an ideal grid and timestamps it. The
 //!   interval between consecutive timestamps should be exactly the period; its
 //!   deviation shows the network-independent jitter a packet stream with that period

@@ -1,7 +1,7 @@
-//! The sans-IO TDP node of SPEC §2: an edge or core router (or, in FIFO mode, the
+//! The sans-IO TDP node of time-driven forwarding: an edge or core router (or, in FIFO mode, the
 //! plain router it is compared with) that moves Ethernet frames between ports. It
 //! never reads a clock or touches a socket: every call carries `now`, an [`Instant`]
-//! of the node's clock (SPEC §1), and transmissions come out of [`Node::poll_transmit`].
+//! of the node's clock (the common time reference), and transmissions come out of [`Node::poll_transmit`].
 //!
 //! The node runs on the clock of the first instant it is given; every later one
 //! (kernel receive times included) must be of the same clock (checked in debug

@@ -8,9 +8,7 @@
 //! admission says no.
 
 use lockstep_netcalc::units::{self, round4, Kind as UnitKind, Shown, Unit};
-use lockstep_netcalc::{
-    Analysis, Breaking, Field, Flow, FlowBounds, InputError, ServerBounds, Q,
-};
+use lockstep_netcalc::{Analysis, Breaking, Field, Flow, FlowBounds, InputError, ServerBounds, Q};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -113,9 +111,8 @@ impl FlowSpec {
             deadline: opt("deadline", UnitKind::Time, &self.deadline)?,
         };
         let field = |k: &str| Field::new("flow", None, Some(&self.name)).key(k);
-        lockstep_netcalc::model::check_flow_limits(&flow, &field).map_err(|e| {
-            ApiError::bad_request(input_field(&e).as_deref(), e.message.clone())
-        })?;
+        lockstep_netcalc::model::check_flow_limits(&flow, &field)
+            .map_err(|e| ApiError::bad_request(input_field(&e).as_deref(), e.message.clone()))?;
         Ok(flow)
     }
 }

@@ -14,8 +14,7 @@ use super::super::alloc::{Allocator, TdpNetwork};
 use super::{bounds_json, check_name, flow_spec, object, server_json, tdp_spec};
 use super::{Fields, FlowSpec, FLOW_KEYS};
 
-#[path = "../../../../fuzz/smoke/inputs.rs"]
-mod inputs;
+use crate::fuzz_inputs as inputs;
 
 const NET: &str = r#"
 [[server]]

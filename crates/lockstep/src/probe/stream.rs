@@ -5,7 +5,7 @@
 //! is late: send at once, skip slots beyond `--max-behind`). Every packet carries its
 //! sequence number, frame index, `t0`, the wake-up time `t_wake` (read after the wait)
 //! and `t_send` (read right before `send`), so a `lockstep probe sink` can split the
-//! one-way latency (SPEC §3). The sender itself reports what only it can see:
+//! one-way latency (the latency decomposition). The sender itself reports what only it can see:
 //! `L_I = t_wake − t0`, and the kernel part of `L_Tx` from software TX timestamps
 //! (`SO_TIMESTAMPING`): kernel TX timestamp − `t_send` and − `t_wake`.
 //!
@@ -14,7 +14,7 @@
 //! regardless once [`DRAIN_FORCE`] are waiting, so the queue never overflows), and
 //! once more at the end.
 //!
-//! **Shaping** (`--shape RATE,BUCKET[,TS]`, SPEC §4, loeser §3): a packet leaves when
+//! **Shaping** (`--shape RATE,BUCKET[,TS]`, loeser §3): a packet leaves when
 //! the pacer says *and* the token bucket of [`lockstep_core::shaper`] — refilled once
 //! per shaping interval `TS` — holds its size, charged as its Ethernet frame (payload +
 //! UDP + IP + 14-byte Ethernet header, as loeser counts). A packet that waits for
