@@ -7,13 +7,16 @@
 //! Each test runs its own server (port 0, its own database directory); a guard kills
 //! it. Waits are bounded loops that assert a state, never a duration.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+mod common;
+
+use common::ctl::{CtlDir, CtlServer};
+use std::ffi::OsString;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockstep");
 
@@ -47,102 +50,44 @@ ports = [{ id = 1, rate = "100Mbit/s" }]
 
 const TOKEN: &str = "s3cret-token";
 
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("lockstep-ctl-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        std::fs::write(p.join("net.toml"), NETWORK).unwrap();
-        std::fs::write(p.join("tdp.toml"), TDP).unwrap();
-        std::fs::write(p.join("token"), format!("{TOKEN}\n")).unwrap();
-        TempDir(p)
-    }
-    fn path(&self, f: &str) -> PathBuf {
-        self.0.join(f)
-    }
+fn temp_dir(name: &str) -> CtlDir {
+    let token = format!("{TOKEN}\n");
+    let files = [
+        ("net.toml", NETWORK),
+        ("tdp.toml", TDP),
+        ("token", token.as_str()),
+    ];
+    CtlDir::new(name, &files)
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A running server ([`CtlServer`]) on the directory's files.
+type Server = CtlServer;
+
+trait Start {
+    fn start(dir: &CtlDir, token: bool) -> Server;
+    fn start_with(dir: &CtlDir, token: bool, extra: &[&str]) -> Server;
+    fn kill9(self);
 }
 
-/// A running server, killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-    _log: mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(dir: &TempDir, token: bool) -> Server {
+impl Start for CtlServer {
+    fn start(dir: &CtlDir, token: bool) -> Server {
         Server::start_with(dir, token, &[])
     }
 
     /// With more options for `ctl serve`.
-    fn start_with(dir: &TempDir, token: bool, extra: &[&str]) -> Server {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["ctl", "serve", "--listen", "127.0.0.1:0"])
-            .arg("--db")
-            .arg(dir.path("ctl.db"))
-            .arg("--network")
-            .arg(dir.path("net.toml"))
-            .arg("--tdp")
-            .arg(dir.path("tdp.toml"));
+    fn start_with(dir: &CtlDir, token: bool, extra: &[&str]) -> Server {
+        let mut args: Vec<OsString> = vec!["--db".into(), dir.path("ctl.db").into()];
+        args.extend(["--network".into(), dir.path("net.toml").into()]);
+        args.extend(["--tdp".into(), dir.path("tdp.toml").into()]);
         if token {
-            cmd.arg("--token-file").arg(dir.path("token"));
+            args.extend(["--token-file".into(), dir.path("token").into()]);
         }
-        cmd.args(extra);
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                // Keep reading after the test stops listening: a full pipe would
-                // block the server.
-                let _ = tx.send(line);
-            }
-        });
-        let mut seen = Vec::new();
-        let url = loop {
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) => {
-                    if let Some(i) = line.find("listening on ") {
-                        break line[i + "listening on ".len()..].trim().to_string();
-                    }
-                    seen.push(line);
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    panic!("the server did not start ({e}): {seen:?}");
-                }
-            }
-        };
-        Server {
-            child,
-            url,
-            _log: rx,
-        }
+        args.extend(extra.iter().map(OsString::from));
+        CtlServer::spawn(&args)
     }
 
     /// `kill -9`: no chance to clean up.
     fn kill9(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -216,7 +161,7 @@ fn names(list: &Value) -> Vec<String> {
 }
 
 /// Rows in the database file, read beside the running server (WAL allows it).
-fn db_rows(dir: &TempDir) -> i64 {
+fn db_rows(dir: &CtlDir) -> i64 {
     let c = rusqlite::Connection::open_with_flags(
         dir.path("ctl.db"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -228,7 +173,7 @@ fn db_rows(dir: &TempDir) -> i64 {
 
 #[test]
 fn changes_need_the_token_reads_do_not() {
-    let dir = TempDir::new("auth");
+    let dir = temp_dir("auth");
     let s = Server::start(&dir, true);
     let body = flow("f1", "10Mbit/s", "5ms");
     let (st, v) = req(&s, "POST", "/flows", Some(&body), None);
@@ -251,7 +196,7 @@ fn changes_need_the_token_reads_do_not() {
 
 #[test]
 fn admit_until_rejected_then_kill_9_and_restart_with_the_same_bounds() {
-    let dir = TempDir::new("restart");
+    let dir = temp_dir("restart");
     let s = Server::start(&dir, true);
     let mut admitted = Vec::new();
     let mut rejection = None;
@@ -299,7 +244,7 @@ fn admit_until_rejected_then_kill_9_and_restart_with_the_same_bounds() {
 
 #[test]
 fn kill_9_mid_run_keeps_the_last_committed_state() {
-    let dir = TempDir::new("crash");
+    let dir = temp_dir("crash");
     let s = Server::start(&dir, false);
     let url = s.url.clone();
     let (tx, rx) = mpsc::channel::<(String, u16)>();
@@ -397,7 +342,7 @@ fn kill_9_mid_run_keeps_the_last_committed_state() {
 
 #[test]
 fn a_oneshot_reservation_expires() {
-    let dir = TempDir::new("oneshot");
+    let dir = temp_dir("oneshot");
     let s = Server::start(&dir, true);
     let (st, v) = post(&s, "/best-effort/h1/standing", r#"{"path": ["s0"]}"#);
     assert_eq!(st, 201, "{v}");
@@ -446,7 +391,7 @@ fn a_oneshot_reservation_expires() {
 
 #[test]
 fn tdp_frames_and_node_schedules() {
-    let dir = TempDir::new("tdp");
+    let dir = temp_dir("tdp");
     let s = Server::start(&dir, true);
     let tdp = |name: &str, packets: u32, path: &[&str], d: &[u32]| {
         json!({"name": name, "path": path, "packets": packets, "size": 1002, "d": d}).to_string()
@@ -559,7 +504,7 @@ fn tdp_frames_and_node_schedules() {
 
 #[test]
 fn malformed_requests_are_400_naming_the_field() {
-    let dir = TempDir::new("malformed");
+    let dir = temp_dir("malformed");
     let s = Server::start(&dir, false);
     // a key given twice: which would count?
     let (code, body) = post(
@@ -654,7 +599,7 @@ fn malformed_requests_are_400_naming_the_field() {
 
 #[test]
 fn concurrent_posts_leave_a_consistent_state() {
-    let dir = TempDir::new("concurrent");
+    let dir = temp_dir("concurrent");
     let s = Server::start(&dir, true);
     let url = s.url.clone();
     let workers: Vec<_> = (0..8)
@@ -710,7 +655,7 @@ fn ctl(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn client_subcommands_and_their_exit_statuses() {
-    let dir = TempDir::new("client");
+    let dir = temp_dir("client");
     let s = Server::start(&dir, true);
     let token = dir.path("token");
     let token = token.to_str().unwrap();
@@ -804,7 +749,7 @@ fn client_subcommands_and_their_exit_statuses() {
 
 #[test]
 fn bad_start_options() {
-    let dir = TempDir::new("badstart");
+    let dir = temp_dir("badstart");
     std::fs::write(
         dir.path("bad.toml"),
         "[[server]]\nname = \"s0\"\nrate = \"fast\"\nlatency = \"1us\"\n",
@@ -840,7 +785,7 @@ fn bad_start_options() {
 #[test]
 fn one_server_per_database_and_its_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = TempDir::new("onedb");
+    let dir = temp_dir("onedb");
     let s = Server::start(&dir, false);
     let serve_again = |token: Option<&str>| {
         let mut cmd = Command::new(BIN);
@@ -883,7 +828,7 @@ fn one_server_per_database_and_its_files_are_private() {
 
 #[test]
 fn sigterm_answers_a_long_poll_and_stops() {
-    let dir = TempDir::new("stop");
+    let dir = temp_dir("stop");
     let mut s = Server::start(&dir, false);
     let version = get(&s, "/nodes/r2/schedule").1["version"].as_u64().unwrap();
     let url = format!("{}/nodes/r2/schedule?after={version}&wait=30s", s.url);
@@ -975,7 +920,7 @@ fn stuck_clients(s: &Server) -> Vec<std::net::TcpStream> {
 #[test]
 fn a_connection_that_sends_nothing_or_idles_is_closed_after_the_header_timeout() {
     use std::io::Write;
-    let dir = TempDir::new("headertimeout");
+    let dir = temp_dir("headertimeout");
     let s = Server::start_with(&dir, false, &["--header-timeout", "300ms"]);
     // connected, sends nothing, never closes
     let mut silent = std::net::TcpStream::connect(addr(&s)).unwrap();
@@ -1003,7 +948,7 @@ fn a_connection_that_sends_nothing_or_idles_is_closed_after_the_header_timeout()
 #[test]
 fn a_body_that_does_not_arrive_in_time_is_answered_408_and_closed() {
     use std::io::Write;
-    let dir = TempDir::new("bodytimeout");
+    let dir = temp_dir("bodytimeout");
     let s = Server::start_with(&dir, false, &["--body-timeout", "300ms"]);
     let mut sock = std::net::TcpStream::connect(addr(&s)).unwrap();
     // Content-Length 100, then only 10 bytes
@@ -1024,7 +969,7 @@ fn a_body_that_does_not_arrive_in_time_is_answered_408_and_closed() {
 
 #[test]
 fn requests_are_answered_while_clients_hold_connections_half_open() {
-    let dir = TempDir::new("halfopen");
+    let dir = temp_dir("halfopen");
     let s = Server::start(&dir, false);
     let _stuck = stuck_clients(&s);
     assert_eq!(get(&s, "/network").0, 200);
@@ -1041,7 +986,7 @@ fn requests_are_answered_while_clients_hold_connections_half_open() {
 
 #[test]
 fn sigterm_stops_the_server_whatever_half_open_clients_do() {
-    let dir = TempDir::new("stophalfopen");
+    let dir = temp_dir("stophalfopen");
     // default timeouts (10 s): the stuck clients are still connected at the stop
     let mut s = Server::start(&dir, false);
     let mut stuck = stuck_clients(&s);

@@ -18,16 +18,15 @@
 //! asserted). The figures of each run are printed (`--nocapture` shows them).
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_lockstep");
+mod common;
+
+use common::ctl::{CtlDir, CtlServer};
+use std::ffi::OsString;
 
 /// Two 1 Gbit/s servers: about 200 flows of 1 Mbit/s with a 1500-byte bucket fit the
 /// buffer of s0 (the 300 kB of backlog it allows); the admissions after those are
@@ -67,99 +66,24 @@ const KILL_AFTER: usize = 400;
 /// Guard on every wait (a hang fails the test instead of blocking it).
 const GUARD: Duration = Duration::from_secs(120);
 
-/// A directory removed on drop; unique per process and run.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static RUN: AtomicUsize = AtomicUsize::new(0);
-        let n = RUN.fetch_add(1, Ordering::SeqCst);
-        let p =
-            std::env::temp_dir().join(format!("lockstep-ctl-sigkill-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        std::fs::write(p.join("net.toml"), NETWORK).unwrap();
-        std::fs::write(p.join("tdp.toml"), TDP).unwrap();
-        TempDir(p)
-    }
-    fn path(&self, f: &str) -> PathBuf {
-        self.0.join(f)
-    }
+fn temp_dir() -> CtlDir {
+    CtlDir::new("sigkill", &[("net.toml", NETWORK), ("tdp.toml", TDP)])
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// `ctl serve` on the directory's database and files.
+fn start(dir: &CtlDir) -> CtlServer {
+    let mut args: Vec<OsString> = vec!["--db".into(), dir.path("ctl.db").into()];
+    args.extend(["--network".into(), dir.path("net.toml").into()]);
+    args.extend(["--tdp".into(), dir.path("tdp.toml").into()]);
+    CtlServer::spawn(&args)
 }
 
-/// A running `lockstep ctl serve`, killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-    _log: mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(dir: &TempDir) -> Server {
-        let mut child = Command::new(BIN)
-            .args(["ctl", "serve", "--listen", "127.0.0.1:0"])
-            .arg("--db")
-            .arg(dir.path("ctl.db"))
-            .arg("--network")
-            .arg(dir.path("net.toml"))
-            .arg("--tdp")
-            .arg(dir.path("tdp.toml"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            // read to the end: a full pipe would block the server
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut seen = Vec::new();
-        let url = loop {
-            match rx.recv_timeout(GUARD) {
-                Ok(line) => {
-                    if let Some(i) = line.find("listening on ") {
-                        break line[i + "listening on ".len()..].trim().to_string();
-                    }
-                    seen.push(line);
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    let status = child.wait();
-                    panic!("the server did not start ({e}, {status:?}): {seen:?}");
-                }
-            }
-        };
-        Server {
-            child,
-            url,
-            _log: rx,
-        }
-    }
-
-    /// SIGKILL (what `Child::kill` sends): no chance to clean up.
-    fn sigkill(mut self) {
-        self.child.kill().unwrap();
-        let status = self.child.wait().unwrap();
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// SIGKILL (what `Child::kill` sends): no chance to clean up.
+fn sigkill(mut server: CtlServer) {
+    server.child.kill().unwrap();
+    let status = server.child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 }
 
 fn agent() -> ureq::Agent {
@@ -235,8 +159,8 @@ struct Figures {
 
 /// One run: clients, SIGKILL after [`KILL_AFTER`] answers, restart, checks.
 fn run_once() -> Figures {
-    let dir = TempDir::new();
-    let server = Server::start(&dir);
+    let dir = temp_dir();
+    let server = start(&dir);
     let url = server.url.clone();
     let (tx, rx) = mpsc::channel::<Answer>();
     let clients: Vec<_> = (0..CLIENTS)
@@ -275,7 +199,7 @@ fn run_once() -> Figures {
             Err(e) => panic!("{} answers, then {e}", answers.len()),
         }
     }
-    server.sigkill();
+    sigkill(server);
     for c in clients {
         c.join().unwrap();
     }
@@ -320,7 +244,7 @@ fn run_once() -> Figures {
     );
 
     // The restart re-admits every stored reservation (it refuses to start otherwise).
-    let server = Server::start(&dir);
+    let server = start(&dir);
     let flows = get(&format!("{}/flows", server.url));
     let tdp = get(&format!("{}/tdp/flows", server.url));
     let mut present = BTreeSet::new();

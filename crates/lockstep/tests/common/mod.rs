@@ -5,5 +5,6 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod ctl;
 pub mod lab;
 pub mod line_props;
