@@ -14,11 +14,11 @@
 //! the exit status is 3.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use lockstep_netcalc::methods::{self, Bound, Method};
 use lockstep_netcalc::units::{round4, Shown, Unit};
@@ -46,6 +46,10 @@ pub struct CalcArgs {
     /// documents with several files.
     #[arg(long)]
     pub json: bool,
+    /// Also write the results into DIR (created if missing): `summary.json` (the
+    /// document, an array with several files) and `summary.txt` (the tables).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -129,6 +133,14 @@ impl Calc {
     }
 }
 
+/// `--output DIR`: the document and the tables, each written whole or not at all.
+fn write_output(dir: &Path, json: &str, text: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--output: cannot create {}", dir.display()))?;
+    crate::report::write_atomic(&dir.join("summary.json"), json.as_bytes())?;
+    crate::report::write_atomic(&dir.join("summary.txt"), text.as_bytes())
+}
+
 pub fn run(args: CalcArgs) -> Result<()> {
     let methods = args.method.methods();
     let mut all = Vec::with_capacity(args.networks.len());
@@ -140,14 +152,17 @@ pub fn run(args: CalcArgs) -> Result<()> {
         }
     }
     let text: String = all.iter().map(human).collect::<Vec<_>>().join("\n");
+    let docs: Vec<ResultDoc> = all.iter().map(document).collect();
+    let json = match docs.as_slice() {
+        [one] => serde_json::to_string_pretty(one)?,
+        _ => serde_json::to_string_pretty(&docs)?,
+    };
+    if let Some(dir) = &args.output {
+        write_output(dir, &json, &text)?;
+    }
     if args.json {
         eprint!("{text}");
-        let docs: Vec<ResultDoc> = all.iter().map(document).collect();
-        let out = match docs.as_slice() {
-            [one] => serde_json::to_string_pretty(one)?,
-            _ => serde_json::to_string_pretty(&docs)?,
-        };
-        println!("{out}");
+        println!("{json}");
     } else {
         print!("{text}");
     }

@@ -94,6 +94,10 @@ pub struct ExportArgs {
     /// skb priority of reserved packets for a node file (0..15, default 6).
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(0..16))]
     pub reserved_prio: Option<u8>,
+    /// Write the script (or with --json the document) into FILE, whole or not at all,
+    /// instead of printing it.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// What shapes a device with one flow.
@@ -1381,6 +1385,7 @@ pub fn run(args: ExportArgs) -> Result<()> {
     let devices = &computed.1;
     let total = devices.iter().map(|d| d.commands.len()).sum();
     let json_out = args.json;
+    let output = args.output.clone();
     let print = |outcome: Option<ApplyOutcome>| -> Result<()> {
         let (c, f) = (computed.clone(), file.clone());
         let text = crate::stop::unless_stopped(move || {
@@ -1391,8 +1396,14 @@ pub fn run(args: ExportArgs) -> Result<()> {
             }
         })
         .map_err(|e| cut(e, "writing the commands out: nothing printed"))?;
-        print!("{text}");
-        Ok(())
+        match &output {
+            Some(path) => crate::report::write_atomic(path, text.as_bytes())
+                .with_context(|| format!("--output {}", path.display())),
+            None => {
+                print!("{text}");
+                Ok(())
+            }
+        }
     };
     if !args.apply {
         return print(None);

@@ -339,3 +339,18 @@ fn a_scenario_is_read_as_its_fifo_network() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("shaped-switch.toml"), "{}", stderr(&o));
 }
+
+#[test]
+fn output_writes_the_document_and_the_tables() {
+    let dir = std::env::temp_dir().join(format!("lockstep-calc-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ex = example();
+    let o = calc(&[ex.to_str().unwrap(), "--output", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    assert_eq!(text, stdout(&o), "the tables as printed");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(doc["kind"], "calc");
+    let _ = std::fs::remove_dir_all(&dir);
+}

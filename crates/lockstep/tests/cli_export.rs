@@ -119,6 +119,24 @@ fn a_plan_prints_exact_commands() {
 }
 
 #[test]
+fn output_writes_the_script_into_a_file_instead() {
+    let f = scratch("out.toml", PLAN);
+    let printed = lockstep(&["export", f.to_str().expect("utf-8")]);
+    let target = f.with_extension("sh");
+    let o = lockstep(&[
+        "export",
+        f.to_str().expect("utf-8"),
+        "--output",
+        target.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty(), "nothing printed");
+    let written = std::fs::read(&target).expect("the script was written");
+    assert_eq!(written, printed.stdout, "the same script as printed");
+    let _ = std::fs::remove_file(&target);
+}
+
+#[test]
 fn json_lists_the_commands() {
     let f = scratch("json.toml", PLAN);
     let o = lockstep(&["export", f.to_str().expect("utf-8"), "--json"]);

@@ -245,3 +245,35 @@ fn an_unknown_kind_names_file_line_and_the_valid_kinds() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn lab_plan_json_is_a_document_of_each_run_for_tdp_scenarios_only() {
+    let path = scenario("faults/link-down.toml");
+    let o = lockstep(&["lab", "plan", &path, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one document");
+    assert_eq!(doc["kind"], "lab.plan");
+    let run = &doc["results"]["runs"][0];
+    assert_eq!(run["label"], "TDP");
+    let names: Vec<&str> = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["tx", "r1", "r2", "rx"]);
+    assert_eq!(
+        run["flows"][0]["starts"],
+        serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7])
+    );
+    assert_eq!(run["faults"][0]["fault"], "link-down");
+    assert_eq!(run["faults"][0]["at_ns"], 1_000_000_000);
+    let shaped = scenario("shaped-switch.toml");
+    let o = lockstep(&["lab", "plan", &shaped, "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--json: only a TDP scenario's plan"),
+        "{}",
+        stderr(&o)
+    );
+}

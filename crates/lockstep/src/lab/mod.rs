@@ -125,6 +125,10 @@ pub struct PlanArgs {
     /// Write each run's node files into DIR/<run>/config/ (TDP scenarios).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Print the plan as one JSON document (TDP scenarios): per run its nodes, flows
+    /// (frames, offsets, addresses), loads and faults.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub overrides: OverrideArgs,
 }
@@ -326,7 +330,20 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             }
         }
         LabCmd::Plan(a) => {
-            match load_unless_stopped(&a.scenario, a.given(), &a.overrides)? {
+            let loaded = load_unless_stopped(&a.scenario, a.given(), &a.overrides)?;
+            if a.json {
+                let LabScenario::Tdp(s) = loaded else {
+                    return Err(UsageError(format!(
+                        "{}: --json: only a TDP scenario's plan is a document (this kind prints its plan as text)",
+                        a.scenario.display()
+                    ))
+                    .into());
+                };
+                describe(&s, a.output.as_deref())?;
+                println!("{}", serde_json::to_string_pretty(&plan_document(&s)?)?);
+                return Ok(());
+            }
+            match loaded {
                 LabScenario::Tdp(s) => print!("{}", describe(&s, a.output.as_deref())?),
                 LabScenario::Shaped(sh) => print!("{}", shaped::describe(&sh)),
                 LabScenario::Jitter(j) => print!("{}", method::describe(&j)),
@@ -361,6 +378,50 @@ pub fn run(cmd: LabCmd) -> Result<()> {
 /// `lab plan`: the plan of every run, as text. Planning a big network cannot look at
 /// the stop flag: each run is planned on a thread of its own, and after a stop the
 /// text has the runs planned so far and says so.
+/// `lab plan --json`: what each run builds.
+fn plan_document(s: &Scenario) -> Result<crate::report::ResultDoc> {
+    let config = serde_json::json!({ "scenario": s.name, "file": s.source.file });
+    let mut doc = crate::report::ResultDoc::new("lab.plan", config);
+    let mut runs = Vec::new();
+    for run in s.runs() {
+        let p = plan::plan(s, &run).map_err(|e| UsageError(e.to_string()))?;
+        runs.push(run_plan_json(&p));
+    }
+    doc.insert("runs", runs);
+    Ok(doc)
+}
+
+fn run_plan_json(p: &plan::Plan) -> serde_json::Value {
+    let nodes: Vec<_> = p
+        .nodes
+        .iter()
+        .map(|n| {
+            let ifaces: Vec<_> = n
+                .ifaces
+                .iter()
+                .map(|i| serde_json::json!({"ifname": i.ifname, "addr": i.addr.to_string(), "prefix_len": i.prefix_len, "peer": p.nodes[i.peer].name, "rate_bps": i.rate_bps}))
+                .collect();
+            serde_json::json!({"name": n.name, "role": scenario::role_name(n.role), "id": n.id, "process": n.config.is_some(), "ifaces": ifaces})
+        })
+        .collect();
+    let flows: Vec<_> = p
+        .flows
+        .iter()
+        .map(|f| serde_json::json!({"id": f.id, "name": f.name, "path": f.path, "starts": f.starts, "offsets": f.offsets, "packets": f.packets, "size": f.size, "src": f.src.to_string(), "dst": f.dst.to_string()}))
+        .collect();
+    let loads: Vec<_> = p
+        .loads
+        .iter()
+        .map(|l| serde_json::json!({"from": p.nodes[l.from].name, "to": p.nodes[l.to].name, "rate_bps": l.rate_bps, "dst": l.dst.to_string()}))
+        .collect();
+    let faults: Vec<_> = p
+        .faults
+        .iter()
+        .map(|f| serde_json::json!({"fault": f.name(), "target": f.target(), "at_ns": f.at.as_nanos(), "for_ns": f.down.as_nanos()}))
+        .collect();
+    serde_json::json!({"label": p.run.label, "mode": p.run.mode.name(), "tf_ns": p.run.tf.as_nanos(), "k": p.k, "nodes": nodes, "flows": flows, "loads": loads, "faults": faults})
+}
+
 fn describe(s: &Scenario, out: Option<&std::path::Path>) -> Result<String> {
     let mut t = format!("scenario {} ({}): OK\n", s.name, s.source.file);
     let shared = std::sync::Arc::new(s.clone());
