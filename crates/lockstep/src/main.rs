@@ -76,10 +76,28 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("lockstep: {e:#}");
+            eprintln!("lockstep: {}", error_line(&e));
             ExitCode::from(exit_status(&e))
         }
     }
+}
+
+/// The error and its causes on one line, `outer: inner: …`, each said once: a
+/// library error whose message already ends with its cause's text (most say what
+/// went wrong below them) does not get it again.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) || line.contains(&format!("{text}: ")) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn exit_status(e: &anyhow::Error) -> u8 {
@@ -117,4 +135,28 @@ fn clap_error(e: clap::Error) -> ExitCode {
     let code = if e.use_stderr() { 2 } else { 0 };
     let _ = e.print();
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod edge_tests {
+    use super::error_line;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot bind 10.0.0.1:5: {source}")]
+    struct Bind {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(99);
+        let text = io.to_string();
+        let e = anyhow::Error::new(Bind { source: io }).context("--bind 10.0.0.1:5");
+        assert_eq!(
+            error_line(&e),
+            format!("--bind 10.0.0.1:5: cannot bind 10.0.0.1:5: {text}")
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_line(&plain), "outer: inner");
+    }
 }
