@@ -36,7 +36,9 @@ pub struct WaitArgs {
     /// Clock to read and sleep on.
     #[arg(long, value_name = "tai|realtime|monotonic", default_value = "monotonic", value_parser = parse_clock)]
     pub clock: ClockId,
-    /// How to wait: sleep (clock_nanosleep), spin (busy-poll) or hybrid (sleep, then spin).
+    /// How to wait: sleep (clock_nanosleep; the default of every probe: it leaves the
+    /// CPU to others), spin (busy-poll) or hybrid (sleep, then spin: on time at the cost
+    /// of a CPU, e.g. for a high-rate stream that must keep its grid).
     #[arg(long, value_name = "sleep|hybrid|spin", default_value = "sleep", value_parser = parse_strategy)]
     pub strategy: WaitStrategy,
     /// Spin margin of the hybrid strategy: where it starts; it then follows the tail
