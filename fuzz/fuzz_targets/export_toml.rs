@@ -8,7 +8,8 @@
 //!
 //! `lockstep` is a binary crate without a library, so its `export.rs` is compiled
 //! into this target with `#[path]`; the few names it takes from the binary's root
-//! (`UsageError`, `EnvError`, `node::config`) are given here as the binary defines
+//! (`UsageError`, `EnvError`, `Interrupted`, `node::config`, and `stop`, compiled here
+//! from its file too) are given here as the binary defines
 //! them.
 //!
 //! The stable, deterministic twin that runs in `cargo test` is
@@ -32,6 +33,15 @@ pub struct UsageError(pub String);
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct EnvError(pub String);
+
+/// As crates/lockstep/src/main.rs defines it.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by SIGINT/SIGTERM: {0}")]
+pub struct Interrupted(pub String);
+
+#[allow(dead_code)]
+#[path = "../../crates/lockstep/src/stop.rs"]
+mod stop;
 
 /// As crates/lockstep/src/node/mod.rs exports it.
 mod node {

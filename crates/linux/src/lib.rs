@@ -43,6 +43,8 @@
 //! - [`tc`]: tbf/htb shaping and detection of the qdiscs a kernel lacks (taprio, etf,
 //!   fq, netem).
 //! - [`cmd`]: running `ip` and `tc` with their stderr in typed errors.
+//! - [`durable`]: result files written whole or not at all (temporary file, `fsync`,
+//!   rename).
 //! - [`proc`]: the one supervisor of child processes: started in a namespace, in a
 //!   process group of their own, output to files; stopped with SIGTERM, then SIGKILL
 //!   after a grace period, and always on drop.
@@ -56,6 +58,7 @@
 pub mod audit;
 pub mod clock;
 pub mod cmd;
+pub mod durable;
 pub mod ethtool;
 pub mod host;
 pub mod iface;

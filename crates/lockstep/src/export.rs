@@ -1397,7 +1397,7 @@ pub fn run(args: ExportArgs) -> Result<()> {
         })
         .map_err(|e| cut(e, "writing the commands out: nothing printed"))?;
         match &output {
-            Some(path) => crate::report::write_atomic(path, text.as_bytes())
+            Some(path) => lockstep_linux::durable::write_atomic(path, text.as_bytes())
                 .with_context(|| format!("--output {}", path.display())),
             None => {
                 print!("{text}");

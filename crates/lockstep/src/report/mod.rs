@@ -205,13 +205,9 @@ impl Output {
     }
 }
 
-/// Writes a file through a temporary name and a rename, so a crash never leaves half
-/// a file.
+/// Writes a file whole or not at all (see [`lockstep_linux::durable`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
-    Ok(())
+    Ok(lockstep_linux::durable::write_atomic(path, bytes)?)
 }
 
 /// The end of a lab run: `DIR/summary.json` (`text`) and `DIR/report.html`, then the
