@@ -1,28 +1,28 @@
 //! Ctrl-C and SIGTERM as a flag: a run checks it between samples, stops cleanly and
-//! still prints and writes its results (like cyclictest does on ^C).
+//! still prints and writes its results (like cyclictest does on ^C). The handlers are
+//! signal-hook's: they only store to an atomic (async-signal-safe) and chain with any
+//! other handler of the same signal.
 
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
-static STOP: AtomicBool = AtomicBool::new(false);
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::flag;
 
-extern "C" fn on_signal(_sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
+static STOP: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
-/// Installs handlers for SIGINT and SIGTERM that set the stop flag. A second Ctrl-C
-/// while stopping falls back to the default action (the process ends).
-pub fn install_stop_handler() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: sigaction with a handler that only stores to an atomic, which is
-        // async-signal-safe; SA_RESETHAND restores the default after the first signal.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            act.sa_flags = libc::SA_RESETHAND;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
+/// Installs handlers for SIGINT and SIGTERM that set the stop flag. A second one while
+/// stopping ends the process at once, with the status a shell gives a process the
+/// signal killed (130 for SIGINT, 143 for SIGTERM).
+pub fn install_stop_handler() -> io::Result<()> {
+    for sig in [SIGINT, SIGTERM] {
+        // The order matters: the shutdown is registered first, so the first signal
+        // finds the flag clear and only sets it.
+        flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&STOP))?;
+        flag::register(sig, Arc::clone(&STOP))?;
     }
+    Ok(())
 }
 
 /// Whether a stop was asked for.

@@ -59,7 +59,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
-    lockstep_linux::signal::install_stop_handler();
+    if let Err(e) = lockstep_linux::signal::install_stop_handler() {
+        eprintln!("lockstep: warning: cannot catch Ctrl-C and SIGTERM ({e}): a stop ends the process without its results");
+    }
     let result = match cli.command {
         commands::Command::Probe(cmd) => probe::run(cmd),
         commands::Command::Node(args) => node::run(args),
