@@ -51,6 +51,12 @@ pub enum Command {
     /// undone (`apply`, `restore`, `hold-latency`).
     #[command(subcommand)]
     Host(crate::host::HostCmd),
+    /// Make report.html and the summary of a saved run again from its directory
+    /// (`lab run`, `sim run`, `probe … --output`): from summary.json alone.
+    Report(crate::saved::report::ReportArgs),
+    /// Two saved runs of the same kind side by side: per run and flow each figure,
+    /// the ratio B/A and the better one (`--json`, `--html FILE`).
+    Compare(crate::saved::compare::CompareArgs),
     /// A shell completion script on stdout (bash, zsh, fish, elvish, powershell), e.g.
     /// `lockstep completions bash > ~/.local/share/bash-completion/completions/lockstep`.
     Completions(crate::shell::CompletionsArgs),

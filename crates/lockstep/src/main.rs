@@ -23,6 +23,7 @@ mod lab;
 mod node;
 mod probe;
 mod report;
+mod saved;
 mod shell;
 mod sim;
 mod stop;
@@ -72,6 +73,8 @@ fn main() -> ExitCode {
         commands::Command::Calc(args) => calc::run(args),
         commands::Command::Ctl(cmd) => ctl::run(cmd),
         commands::Command::Host(cmd) => host::run(cmd),
+        commands::Command::Report(args) => saved::report::run(args),
+        commands::Command::Compare(args) => saved::compare::run(args),
         commands::Command::Completions(args) => shell::completions(args),
         commands::Command::Man(args) => shell::man(args),
     };
@@ -105,7 +108,9 @@ fn error_line(e: &anyhow::Error) -> String {
 fn exit_status(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<CheckFailed>().is_some() {
         1
-    } else if e.downcast_ref::<UsageError>().is_some() {
+    } else if e.downcast_ref::<UsageError>().is_some()
+        || e.downcast_ref::<saved::doc::SavedError>().is_some()
+    {
         2
     } else if e.downcast_ref::<EnvError>().is_some() || e.downcast_ref::<Interrupted>().is_some() {
         3

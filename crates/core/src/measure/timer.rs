@@ -20,7 +20,7 @@
 //! every missed deadline at once — would record a burst of artificial near-zero
 //! latencies after each stall and hide how long the stall was.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::stats::{Histogram, Summary};
@@ -75,7 +75,7 @@ pub struct ThresholdHit {
 }
 
 /// Where the largest latency happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MaxAt {
     pub index: u64,
     pub latency_ns: i64,

@@ -51,7 +51,8 @@ pub struct RunFacts {
 }
 
 /// What one fault did to the run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct FaultVerdict {
     pub fault: String,
     pub target: String,

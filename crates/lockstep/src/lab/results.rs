@@ -579,7 +579,8 @@ pub fn sent_by_flow(doc: &NodeDoc) -> BTreeMap<u32, u64> {
 }
 
 /// One run's measurements, as the terminal and `summary.json` show them.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct FlowLine {
     pub flow: String,
     pub sent: u64,

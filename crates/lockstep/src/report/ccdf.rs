@@ -62,7 +62,7 @@ pub(super) fn ccdf_section(page: &mut String, report: &LabReport, names: &Names)
 /// A run's curve on a chart: run index, CCDF points, its window's top or its bound.
 type Curve = (usize, Vec<(i64, f64)>, Option<i64>);
 
-fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
+pub(super) fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
     let curves: Vec<Curve> = flows
         .iter()
         .map(|&(ri, f)| {

@@ -337,7 +337,7 @@ fn fmt_ns_f(ns: f64) -> String {
 }
 
 /// A frame length as a scenario would write it: `250 µs`, `1.5 ms`, else [`fmt_ns`].
-fn fmt_tf(ns: i64) -> String {
+pub(super) fn fmt_tf(ns: i64) -> String {
     match ns {
         1_000..=999_999 if ns % 1_000 == 0 => format!("{} µs", ns / 1_000),
         1_000_000..=999_999_999 if ns % 100_000 == 0 => format!("{} ms", ns as f64 / 1e6),
@@ -406,7 +406,7 @@ fn ratio_cell(a: Option<f64>, b: Option<f64>) -> String {
 
 /// The command line as a shell would take it back: arguments with special characters
 /// in single quotes.
-fn shell_line(args: &[String]) -> String {
+pub(super) fn shell_line(args: &[String]) -> String {
     args.iter()
         .map(|a| {
             let plain = !a.is_empty()
@@ -472,7 +472,7 @@ fn flatten_facts(prefix: &str, v: &Value, depth: usize, out: &mut Vec<(String, S
 // ---------------------------------------------------------------------------------
 // Page frame
 
-const CSS: &str = r#"
+pub(super) const CSS: &str = r#"
 :root{--fg:#1d2330;--muted:#5b6472;--line:#d9dee5;--bg:#f4f6f8;--card:#fff;--accent:#0072B2}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
@@ -878,7 +878,7 @@ fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
     page.push_str("</div></section>");
 }
 
-fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
+pub(super) fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
     let windows: Vec<(usize, i64, i64)> = flows
         .iter()
         .filter_map(|&(ri, f)| f.window.as_ref().map(|w| (ri, w.low_ns, w.high_ns)))

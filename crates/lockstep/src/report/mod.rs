@@ -2,6 +2,7 @@
 //! and the human summary tables.
 
 pub mod ccdf;
+pub mod compare;
 pub mod html;
 pub mod human;
 pub mod packets;

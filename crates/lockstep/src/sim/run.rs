@@ -695,7 +695,7 @@ pub(crate) fn faults_text(outcomes: &[SimOutcome]) -> String {
 
 /// FIFO and TDP jitter per flow next to the paper's, when the scenario reproduces
 /// a published table.
-fn paper_table(name: &str, runs: &[(RunSpec, Vec<FlowLine>)]) -> Option<String> {
+pub(crate) fn paper_table(name: &str, runs: &[(RunSpec, Vec<FlowLine>)]) -> Option<String> {
     let (caption, table) = paper::table_for(name)?;
     let jitter = |mode: RunMode, flow: &str| {
         runs.iter()
