@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::lab::plan::Plan;
 use crate::lab::results::FlowInput;
-use crate::report::samples::{parse_row, Columns};
+use crate::report::samples::IntRows;
 
 /// Most packets per flow the check remembers (a fault scenario is short).
 pub const MAX_TRACKED: usize = 4_000_000;
@@ -131,17 +131,14 @@ impl FaultCheck {
     }
 
     /// Every row of a receiver's packet file (`flow,seq,…,t0,…,latency`).
-    pub fn add_packet_file(&mut self, text: impl std::io::BufRead) {
-        let mut lines = text.lines();
-        let Some(Ok(header)) = lines.next() else {
+    pub fn add_packet_file(&mut self, text: impl std::io::Read) {
+        let Some((cols, mut file)) = IntRows::open(text) else {
             return;
         };
-        let cols = Columns::parse(&header);
         let at = |n| cols.get(n);
         let (f, s, t0, l) = (at("flow"), at("seq"), at("t0"), at("latency"));
         let mut row = Vec::new();
-        for line in lines.map_while(Result::ok) {
-            parse_row(&line, &mut row);
+        while file.next_row(&mut row) {
             let cell = |i: Option<usize>| i.and_then(|i| row.get(i).copied().flatten());
             if let (Some(f), Some(s), Some(t0), Some(l)) = (cell(f), cell(s), cell(t0), cell(l)) {
                 self.add_packet(f as u32, s as u64, t0, l);

@@ -32,7 +32,7 @@ use serde_json::Value;
 use super::plan::{FlowPlan, Plan};
 use super::scenario::RunSpec;
 use crate::report::html::{Component, FlowReport, HopReport, RunReport};
-pub use crate::report::samples::{parse_row, Columns};
+pub use crate::report::samples::IntRows;
 use crate::report::window::{flow_window, WindowReport, WORST_KEPT};
 
 /// Most points of an inter-arrival series in the report.
@@ -56,21 +56,18 @@ fn filled(v: Option<i64>) -> Option<i64> {
 /// while it holds fewer than `cap` entries, and the rows per flow (what a sender
 /// sent). Returns whether every row fitted.
 pub fn read_tx(
-    text: impl BufRead,
+    text: impl std::io::Read,
     cap: usize,
     out: &mut HashMap<(u32, u64), i64>,
     rows: &mut BTreeMap<u32, u64>,
 ) -> bool {
-    let mut lines = text.lines();
-    let Some(Ok(header)) = lines.next() else {
+    let Some((cols, mut file)) = IntRows::open(text) else {
         return true;
     };
-    let cols = Columns::parse(&header);
     let (f, s, t) = (cols.get("flow"), cols.get("seq"), cols.get("tx_kernel"));
     let mut row = Vec::new();
     let mut complete = true;
-    for line in lines.map_while(Result::ok) {
-        parse_row(&line, &mut row);
+    while file.next_row(&mut row) {
         let Some(flow) = cell(&row, f) else { continue };
         *rows.entry(flow as u32).or_insert(0) += 1;
         if let (Some(seq), Some(tx)) = (cell(&row, s), filled(cell(&row, t))) {
@@ -864,15 +861,16 @@ mod tests {
 
     #[test]
     fn rows_by_column_name() {
-        let c = Columns::parse("flow,seq,x");
+        let (c, mut file) = IntRows::open(&b"flow,seq,x\n4,,oops\n5"[..]).expect("a header");
         let mut row = Vec::new();
-        parse_row("4,,oops", &mut row);
+        assert!(file.next_row(&mut row));
         assert_eq!(row, [Some(4), None, None]);
         assert_eq!(cell(&row, c.get("flow")), Some(4));
         assert_eq!(cell(&row, c.get("seq")), None);
         assert_eq!(cell(&row, c.get("nope")), None);
-        parse_row("5", &mut row);
+        assert!(file.next_row(&mut row));
         assert_eq!(cell(&row, c.get("x")), None);
+        assert!(!file.next_row(&mut row));
     }
 
     #[test]

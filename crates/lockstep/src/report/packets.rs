@@ -8,14 +8,14 @@
 //! the packet). Columns are found by name when read, so a file
 //! with fewer hop columns (an older receiver's) still reads.
 
-use std::io::BufRead;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use lockstep_core::tdp::Delivery;
 use lockstep_core::wire::{HopKind, HopRecord, ProbeRepr, MAX_HOPS, NOT_FILLED};
 
-use super::samples::{parse_row, Columns};
+use super::samples::{Columns, IntRows};
 use super::SampleWriter;
 
 /// Hop records a row holds: every one a probe can carry.
@@ -105,8 +105,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn of(header: &str) -> Layout {
-        let c = Columns::parse(header);
+    fn of(c: &Columns) -> Layout {
         let fixed = std::array::from_fn(|i| c.get(FIXED[i]));
         let hops = (1..)
             .map_while(|h| {
@@ -161,13 +160,17 @@ impl Layout {
 
 /// Every delivery of a per-packet file, in file order; rows without a flow and a
 /// sequence number (a torn last line) are skipped. An empty input gives none.
-pub fn read(text: impl BufRead) -> impl Iterator<Item = Delivery> {
-    let mut lines = text.lines().map_while(std::result::Result::ok);
-    let layout = lines.next().map(|h| Layout::of(&h));
+pub fn read(text: impl Read) -> impl Iterator<Item = Delivery> {
+    let mut file = IntRows::open(text).map(|(c, rows)| (Layout::of(&c), rows));
     let mut row = Vec::new();
-    lines.filter_map(move |line| {
-        parse_row(&line, &mut row);
-        layout.as_ref()?.delivery(&row)
+    std::iter::from_fn(move || {
+        let (layout, rows) = file.as_mut()?;
+        while rows.next_row(&mut row) {
+            if let Some(d) = layout.delivery(&row) {
+                return Some(d);
+            }
+        }
+        None
     })
 }
 
