@@ -659,6 +659,27 @@ fn documents(scratch: &Scratch) -> Vec<(String, Value)> {
                     "--json",
                 ]),
                 run(&["probe", "noise", "-D", "300ms", "--no-mlock", "--json"]),
+                // one thread per CPU: per-CPU results beside the merged ones
+                run(&[
+                    "probe",
+                    "timer",
+                    "--cpus",
+                    "0",
+                    "-l",
+                    "5",
+                    "--no-mlock",
+                    "--json",
+                ]),
+                run(&[
+                    "probe",
+                    "noise",
+                    "--cpus",
+                    "0",
+                    "-l",
+                    "1000",
+                    "--no-mlock",
+                    "--json",
+                ]),
                 run(&[
                     "probe",
                     "noise",
@@ -754,9 +775,10 @@ fn documents(scratch: &Scratch) -> Vec<(String, Value)> {
             );
             vec![client, ("probe rr server".to_string(), server)]
         });
-        // the simulator: a TDP scenario, one with a fault, a shaped-switch scenario
+        // the simulator: a TDP scenario, one with a fault, a shaped-switch scenario;
+        // then two saved runs compared
         let sim = s.spawn(|| {
-            vec![
+            let mut docs = vec![
                 run(&[
                     "sim",
                     "run",
@@ -788,7 +810,10 @@ fn documents(scratch: &Scratch) -> Vec<(String, Value)> {
                     "-o",
                     &dir("sim-shaped"),
                 ]),
-            ]
+            ];
+            let line = dir("sim-line");
+            docs.push(run(&["compare", &line, &line, "--json"]));
+            docs
         });
         // a sender and a receiver node on loopback
         let node = s.spawn(|| {

@@ -355,7 +355,8 @@ pub fn human(c: &CompareDoc) -> String {
                     } else {
                         String::new()
                     },
-                    m.metric.to_string(),
+                    // padded: the table right-aligns every column but the first
+                    format!("{:<6}", m.metric),
                     value_text(m.unit, m.a),
                     value_text(m.unit, m.b),
                     ratio_text(m.ratio),
