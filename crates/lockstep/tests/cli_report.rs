@@ -114,7 +114,8 @@ fn a_probes_saved_result_gets_a_page_and_its_summary() {
     assert!(text.contains("overruns:"), "{text}");
     let page = std::fs::read_to_string(d.join("report.html")).unwrap();
     assert!(page.contains("lockstep probe timer"));
-    assert!(page.contains("<svg"));
+    assert!(page.contains("<svg") && page.contains("share of samples slower"));
+    assert!(page.contains("overruns") && page.contains("stopped by"));
     assert!(!page.contains("<script"));
 }
 

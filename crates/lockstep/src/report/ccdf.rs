@@ -7,7 +7,8 @@ use std::fmt::Write;
 use lockstep_core::stats::Summary;
 
 use super::html::{
-    color, fmt_ns, run_swatch, unit_for, FlowReport, LabReport, Names, CHART_W, RUN_COLORS,
+    color, fmt_ns, run_swatch, unit_for, FlowReport, LabReport, Measure, Names, CHART_W,
+    PACKET_LATENCY, RUN_COLORS,
 };
 use super::svg::{self, esc, n, Axis, Chart};
 
@@ -53,7 +54,7 @@ pub(super) fn ccdf_section(page: &mut String, report: &LabReport, names: &Names)
             );
         }
         page.push_str("</figcaption>");
-        page.push_str(&chart(name, &flows));
+        page.push_str(&chart(name, &flows, PACKET_LATENCY));
         page.push_str("</figure>");
     }
     page.push_str("</div></section>");
@@ -62,7 +63,7 @@ pub(super) fn ccdf_section(page: &mut String, report: &LabReport, names: &Names)
 /// A run's curve on a chart: run index, CCDF points, its window's top or its bound.
 type Curve = (usize, Vec<(i64, f64)>, Option<i64>);
 
-pub(super) fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
+pub(super) fn chart(name: &str, flows: &[(usize, &FlowReport)], m: Measure) -> String {
     let curves: Vec<Curve> = flows
         .iter()
         .map(|&(ri, f)| {
@@ -93,12 +94,12 @@ pub(super) fn chart(name: &str, flows: &[(usize, &FlowReport)]) -> String {
         right: 18.0,
         top: 20.0,
         bottom: 44.0,
-        x: Axis::linear(x0, x1, 6, &format!("end-to-end latency L ({unit})")),
+        x: Axis::linear(x0, x1, 6, &format!("{} ({unit})", m.quantity)),
         y: Axis::log(
             p_min / 2.0,
             1.0,
             2,
-            "share of packets slower",
+            &format!("share of {} slower", m.items),
             svg::sci_label,
         ),
     };

@@ -5,7 +5,9 @@
 
 use std::fmt::Write;
 
-use super::html::{fmt_tf, run_swatch, shell_line, FlowReport, LabReport, CSS};
+use super::html::{
+    fmt_tf, run_swatch, shell_line, FlowReport, LabReport, Measure, CSS, PACKET_LATENCY,
+};
 use super::svg::esc;
 use crate::saved::compare::{ratio_text, value_text, Better, CompareDoc, Metric, SideInfo};
 
@@ -29,7 +31,8 @@ pub fn render(c: &CompareDoc, a: &LabReport, b: &LabReport) -> String {
     for run in &c.runs {
         let _ = write!(page, "<section><h2>{}</h2>", esc(&run.run));
         table(&mut page, &run.flows);
-        charts(&mut page, &run.run, a, b, &run.flows);
+        let probe = c.a.kind.starts_with("probe.");
+        charts(&mut page, &run.run, (a, b), &run.flows, probe);
         page.push_str("</section>");
     }
     unmatched(&mut page, c);
@@ -122,9 +125,9 @@ fn better_label(b: Option<Better>) -> &'static str {
 fn charts(
     page: &mut String,
     run: &str,
-    a: &LabReport,
-    b: &LabReport,
+    (a, b): (&LabReport, &LabReport),
     flows: &[crate::saved::compare::FlowCompare],
+    probe: bool,
 ) {
     page.push_str(r#"<div class="cards">"#);
     for f in flows {
@@ -132,18 +135,26 @@ fn charts(
             continue;
         };
         let both = [(0, fa), (1, fb)];
+        // a probe's distributions are each their own quantity
+        let m = match probe {
+            true => Measure {
+                quantity: &f.flow,
+                items: "samples",
+            },
+            false => PACKET_LATENCY,
+        };
         let legend = format!(
             r#"<span class="legend">{}A</span><span class="legend">{}B</span>"#,
             run_swatch(0),
             run_swatch(1)
         );
-        let (pmf, _) = super::html::pmf_chart(&f.flow, &both);
+        let (pmf, _) = super::html::pmf_chart(&f.flow, &both, m);
         let _ = write!(
             page,
             r#"<figure><figcaption><h3>{} — PMF</h3>{legend}</figcaption>{pmf}</figure>"#,
             esc(&f.flow)
         );
-        let ccdf = super::ccdf::chart(&f.flow, &both);
+        let ccdf = super::ccdf::chart(&f.flow, &both, m);
         let _ = write!(
             page,
             r#"<figure><figcaption><h3>{} — CCDF</h3>{legend}</figcaption>{ccdf}</figure>"#,

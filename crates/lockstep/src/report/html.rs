@@ -345,12 +345,12 @@ pub(super) fn fmt_tf(ns: i64) -> String {
     }
 }
 
-fn fmt_opt(v: Option<i64>) -> String {
+pub(super) fn fmt_opt(v: Option<i64>) -> String {
     v.map(fmt_ns).unwrap_or_else(|| "—".into())
 }
 
 /// A count with thin-space thousands separators: `1 234 567`.
-fn fmt_count(v: u64) -> String {
+pub(super) fn fmt_count(v: u64) -> String {
     let digits = v.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -534,7 +534,7 @@ svg .dots{fill:none;stroke-linecap:round}
 footer{margin-top:40px;color:var(--muted);font-size:12px;text-align:center}
 "#;
 
-fn head(page: &mut String, report: &LabReport) {
+pub(super) fn head(page: &mut String, report: &LabReport) {
     let title = if report.title.is_empty() {
         "lockstep lab report"
     } else {
@@ -547,7 +547,7 @@ fn head(page: &mut String, report: &LabReport) {
     );
 }
 
-fn header(page: &mut String, report: &LabReport) {
+pub(super) fn header(page: &mut String, report: &LabReport) {
     let title = if report.title.is_empty() {
         "lockstep lab report"
     } else {
@@ -868,7 +868,7 @@ fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
             );
         }
         page.push_str("</figcaption>");
-        let (svg, caption) = pmf_chart(name, &flows);
+        let (svg, caption) = pmf_chart(name, &flows, PACKET_LATENCY);
         page.push_str(&svg);
         if !caption.is_empty() {
             let _ = write!(page, r#"<p class="caption">{caption}</p>"#);
@@ -878,7 +878,26 @@ fn latency_section(page: &mut String, report: &LabReport, names: &Names) {
     page.push_str("</div></section>");
 }
 
-pub(super) fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, String) {
+/// What a chart's values are: the `quantity` of each of the `items`.
+#[derive(Clone, Copy, Debug)]
+pub struct Measure<'a> {
+    /// `end-to-end latency L`, `wake-up latency`.
+    pub quantity: &'a str,
+    /// `packets`, `samples`.
+    pub items: &'a str,
+}
+
+/// The lab's and the simulator's charts: each packet's latency.
+pub const PACKET_LATENCY: Measure<'static> = Measure {
+    quantity: "end-to-end latency L",
+    items: "packets",
+};
+
+pub(super) fn pmf_chart(
+    name: &str,
+    flows: &[(usize, &FlowReport)],
+    m: Measure,
+) -> (String, String) {
     let windows: Vec<(usize, i64, i64)> = flows
         .iter()
         .filter_map(|&(ri, f)| f.window.as_ref().map(|w| (ri, w.low_ns, w.high_ns)))
@@ -910,7 +929,7 @@ pub(super) fn pmf_chart(name: &str, flows: &[(usize, &FlowReport)]) -> (String, 
     let p_min = bins.clone().map(|b| b.2).fold(1.0f64, f64::min);
     let p_max = bins.map(|b| b.2).fold(0.0f64, f64::max);
     let (div, unit) = unit_for(x_lo.unsigned_abs().max(x_hi.unsigned_abs()) as f64);
-    let x_title = format!("end-to-end latency L ({unit})");
+    let x_title = format!("{} ({unit})", m.quantity);
     let x = match binning {
         Binning::Log => Axis::log(
             x_lo as f64 / div,

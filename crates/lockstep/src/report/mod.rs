@@ -6,6 +6,7 @@ pub mod compare;
 pub mod html;
 pub mod human;
 pub mod packets;
+pub mod probe_page;
 pub mod samples;
 pub mod svg;
 pub mod verdict;

@@ -11,7 +11,7 @@ use lockstep_core::stats::Summary;
 use serde::{Serialize, Serializer};
 
 use super::doc::{self, Loaded, Saved};
-use super::report::render;
+use super::report::report_of;
 use crate::lab::tables::grid;
 use crate::report::html::{FlowReport, LabReport};
 use crate::report::human::fmt_ns;
@@ -120,8 +120,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let a = doc::load(&args.a)?;
     let b = doc::load(&args.b)?;
     check_kinds(&a, &b)?;
-    let (ra, _) = render(&a);
-    let (rb, _) = render(&b);
+    let (ra, rb) = (report_of(&a.saved), report_of(&b.saved));
     let cmp = compare(&a, &ra, &b, &rb);
     if let Some(file) = &args.html {
         let page = crate::report::compare::render(&cmp, &ra, &rb);

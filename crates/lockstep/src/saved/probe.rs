@@ -7,6 +7,7 @@ use lockstep_core::stats::Summary;
 use super::doc::{Doc, ProbeResults};
 use crate::report::html::{Component, FlowReport, LabReport, RunReport};
 use crate::report::human::{dist_table, fmt_ns, kv};
+use crate::report::probe_page::ProbePage;
 
 /// The distributions of a probe's result, named as its table names them, in order.
 pub fn distributions<'a>(kind: &str, r: &'a ProbeResults) -> Vec<(&'static str, &'a Summary)> {
@@ -59,8 +60,9 @@ pub fn command_name(kind: &str) -> String {
     kind.replace('.', " ")
 }
 
-/// The report page of a probe's result.
-pub fn lab_report(doc: &Doc<ProbeResults>, human: &str) -> LabReport {
+/// A probe's result as a report of one run whose flows are its distributions (what
+/// `compare` matches and draws).
+pub fn lab_report(doc: &Doc<ProbeResults>) -> LabReport {
     let r = &doc.results;
     let parts = |names: &[&str]| -> Vec<Component> {
         distributions(&doc.kind, r)
@@ -84,7 +86,6 @@ pub fn lab_report(doc: &Doc<ProbeResults>, human: &str) -> LabReport {
             };
             if name == "one-way" {
                 f.decomposition = parts(&["L_I", "send path", "wire+stack", "rx path"]);
-                f.inter_arrival = r.delta_t.clone().unwrap_or_default();
             }
             if name == "rtt" {
                 f.decomposition = parts(&["send path", "network", "turnaround", "rx path"]);
@@ -98,7 +99,6 @@ pub fn lab_report(doc: &Doc<ProbeResults>, human: &str) -> LabReport {
     let command = command_name(&doc.kind);
     LabReport {
         title: format!("lockstep {command}"),
-        scenario: String::new(),
         generated_at: doc.started_at.clone(),
         command: doc.command.clone(),
         host: doc.host.clone(),
@@ -107,7 +107,26 @@ pub fn lab_report(doc: &Doc<ProbeResults>, human: &str) -> LabReport {
             flows,
             ..RunReport::default()
         }],
-        notes: human.lines().map(str::to_string).collect(),
+        ..LabReport::default()
+    }
+}
+
+/// The page of a probe's result.
+pub fn page(doc: &Doc<ProbeResults>) -> ProbePage {
+    ProbePage {
+        title: format!("lockstep {}", command_name(&doc.kind)),
+        generated_at: doc.started_at.clone(),
+        command: doc.command.clone(),
+        host: doc.host.clone(),
+        dists: distributions(&doc.kind, &doc.results)
+            .into_iter()
+            .map(|(n, s)| (n.to_string(), s.clone()))
+            .collect(),
+        facts: counters(doc)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        warnings: doc.warnings.clone(),
     }
 }
 

@@ -34,8 +34,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| args.dir.join("report.html"));
-    let (report, mut text) = render(&loaded);
-    crate::report::write_atomic(&file, html::render(&report).as_bytes())?;
+    let (page, mut text) = page_and_text(&loaded);
+    crate::report::write_atomic(&file, page.as_bytes())?;
     text.push_str(&format!(
         "results: {}\nreport:  {}\n",
         loaded.dir.display(),
@@ -46,17 +46,27 @@ pub fn run(args: ReportArgs) -> Result<()> {
 }
 
 /// The page and the human summary of a saved run.
-pub fn render(loaded: &Loaded) -> (LabReport, String) {
+fn page_and_text(loaded: &Loaded) -> (String, String) {
     match &loaded.saved {
-        Saved::Network(d) => (page(d.results.report.clone(), d), network_human(d)),
-        Saved::Shaped(d) => {
-            let text = lines(&d.results.report.notes);
-            (page(d.results.report.clone(), d), text)
-        }
-        Saved::Probe(d) => {
-            let text = probe::human(d);
-            (probe::lab_report(d, &text), text)
-        }
+        Saved::Network(d) => (html::render(&report_of(&loaded.saved)), network_human(d)),
+        Saved::Shaped(d) => (
+            html::render(&report_of(&loaded.saved)),
+            lines(&d.results.report.notes),
+        ),
+        Saved::Probe(d) => (
+            crate::report::probe_page::render(&probe::page(d)),
+            probe::human(d),
+        ),
+    }
+}
+
+/// A saved run as the report's types: the report it saved, a probe's distributions
+/// as the flows of one run.
+pub fn report_of(saved: &Saved) -> LabReport {
+    match saved {
+        Saved::Network(d) => page(d.results.report.clone(), d),
+        Saved::Shaped(d) => page(d.results.report.clone(), d),
+        Saved::Probe(d) => probe::lab_report(d),
     }
 }
 
