@@ -8,7 +8,8 @@ use std::ops::{Add, AddAssign, Neg, Sub, SubAssign};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
+
+use crate::units::{Exact, Kind, Whole};
 
 /// Which clock an instant was read from (the common time reference). The default is `CLOCK_TAI`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,9 +103,10 @@ impl Duration {
         Duration(self.0.saturating_abs())
     }
 
-    /// Parses the human syntax: an optional sign, a decimal number and a unit
-    /// (`ns`, `us`/`µs`, `ms`, `s`, `min`). The value must be a whole number of
-    /// nanoseconds and fit in an `i64`.
+    /// Parses the human syntax of the unit [`grammar`](crate::units::grammar): an
+    /// optional sign, a decimal or a fraction and a unit (`ns`, `us`/`µs`, `ms`, `s`,
+    /// `min`): `250us`, `-1.5ms`, `1/2ms`. The value must be a whole number of
+    /// nanoseconds (`1/3ms` is an error, not rounded) and fit in an `i64`.
     pub fn parse(text: &str) -> Result<Duration, ParseDurationError> {
         parse_duration(text)
     }
@@ -192,84 +194,22 @@ impl SubAssign for Duration {
     }
 }
 
-/// Why a duration did not parse. The message says what was expected.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ParseDurationError {
-    #[error("expected a duration like 100us, got \"{0}\"")]
-    Malformed(String),
-    #[error("unknown unit \"{unit}\" in \"{text}\" (expected ns, us, ms, s or min)")]
-    UnknownUnit { text: String, unit: String },
-    #[error("\"{0}\" is finer than one nanosecond")]
-    TooPrecise(String),
-    #[error("\"{0}\" is out of range (at most about 292 years)")]
-    OutOfRange(String),
-}
+/// Why a duration did not parse: the one error of the unit [`grammar`](crate::units::grammar).
+pub type ParseDurationError = crate::units::UnitError;
+
+/// How a [`Duration`] is read: whole nanoseconds, signed, within `i64`.
+const DURATION: Whole = Whole {
+    kind: Kind::Time,
+    per_base: Exact::int(1_000_000_000),
+    unit: "nanoseconds",
+    range: "at most about 292 years",
+    signed: true,
+};
 
 fn parse_duration(text: &str) -> Result<Duration, ParseDurationError> {
-    let t = text.trim();
-    let malformed = || ParseDurationError::Malformed(text.to_string());
-    let (neg, body) = match t.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    let split = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(malformed)?;
-    let (number, unit) = body.split_at(split);
-    let unit = unit.trim();
-    if number.is_empty() || number == "." {
-        return Err(malformed());
-    }
-    let scale: u128 = match unit {
-        "ns" => 1,
-        "us" | "µs" | "μs" => 1_000,
-        "ms" => 1_000_000,
-        "s" | "sec" => 1_000_000_000,
-        "min" => 60_000_000_000,
-        "" => return Err(malformed()),
-        other => {
-            return Err(ParseDurationError::UnknownUnit {
-                text: text.to_string(),
-                unit: other.to_string(),
-            })
-        }
-    };
-    let (int_part, frac_part) = match number.split_once('.') {
-        Some((i, f)) => (i, f),
-        None => (number, ""),
-    };
-    if frac_part.contains('.') {
-        return Err(malformed());
-    }
-    let out_of_range = || ParseDurationError::OutOfRange(text.to_string());
-    let mut total: u128 = 0;
-    for c in int_part.chars() {
-        total = total
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(c as u128 - '0' as u128))
-            .ok_or_else(out_of_range)?;
-        if total > i64::MAX as u128 {
-            return Err(out_of_range());
-        }
-    }
-    total = total.checked_mul(scale).ok_or_else(out_of_range)?;
-    let mut place = scale;
-    for c in frac_part.chars() {
-        let digit = c as u128 - '0' as u128;
-        if !place.is_multiple_of(10) {
-            if digit != 0 {
-                return Err(ParseDurationError::TooPrecise(text.to_string()));
-            }
-            continue;
-        }
-        place /= 10;
-        total += digit * place;
-    }
-    if total > i64::MAX as u128 {
-        return Err(out_of_range());
-    }
-    let v = total as i64;
-    Ok(Duration(if neg { -v } else { v }))
+    let (negative, ns) = DURATION.parse(text)?;
+    let ns = i64::try_from(ns).map_err(|_| DURATION.out_of_range(text))?;
+    Ok(Duration(if negative { -ns } else { ns }))
 }
 
 /// A point in time: nanoseconds since the epoch of `clock` (for TAI and REALTIME the
@@ -397,31 +337,41 @@ mod tests {
 
     #[test]
     fn rejects_bad_text_with_a_reason() {
+        let e = |t: &str| Duration::parse(t).unwrap_err().to_string();
         assert_eq!(
-            Duration::parse("abc").unwrap_err().to_string(),
-            "expected a duration like 100us, got \"abc\""
+            e("abc"),
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"abc\""
         );
         assert_eq!(
-            Duration::parse("100").unwrap_err(),
-            ParseDurationError::Malformed("100".into())
+            e("100"),
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"100\" (the unit is missing)"
         );
-        assert!(matches!(
-            Duration::parse("5 hours"),
-            Err(ParseDurationError::UnknownUnit { .. })
-        ));
         assert_eq!(
-            Duration::parse("1.5ns").unwrap_err(),
-            ParseDurationError::TooPrecise("1.5ns".into())
+            e("5 hours"),
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"5 hours\" (unknown unit \"hours\")"
         );
-        assert!(matches!(
-            Duration::parse("99999999999s"),
-            Err(ParseDurationError::OutOfRange(_))
-        ));
-        assert!(Duration::parse("").is_err());
-        assert!(Duration::parse("1..2us").is_err());
-        assert!(Duration::parse("1.2.3us").is_err());
-        assert!(Duration::parse("us").is_err());
-        assert!(Duration::parse("-").is_err());
+        assert_eq!(
+            e("5MB"),
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"5MB\" (\"MB\" is a unit of data)"
+        );
+        assert_eq!(e("1.5ns"), "1.5ns is not a whole number of nanoseconds");
+        assert_eq!(e("1/3ms"), "1/3ms is not a whole number of nanoseconds");
+        assert_eq!(
+            e("99999999999s"),
+            "99999999999s is out of range (at most about 292 years)"
+        );
+        for bad in ["", "1..2us", "1.2.3us", "us", "-", "1/0ms", "1/ms", "--1us"] {
+            assert!(Duration::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn fractions_and_underscores_are_exact() {
+        assert_eq!(Duration::parse("1/2ms").unwrap(), Duration(500_000));
+        assert_eq!(Duration::parse("-3/4us").unwrap(), Duration(-750));
+        assert_eq!(Duration::parse("1_000us").unwrap(), Duration::MILLISECOND);
+        assert_eq!(Duration::parse("1000ps").unwrap(), Duration(1));
+        assert_eq!(Duration::parse("0.5/2s").unwrap(), Duration(250_000_000));
     }
 
     #[test]
@@ -442,6 +392,12 @@ mod tests {
         fn display_parse_round_trip(ns in (i64::MIN + 1)..i64::MAX) {
             let d = Duration(ns);
             proptest::prop_assert_eq!(d.to_string().parse::<Duration>().unwrap(), d);
+        }
+
+        #[test]
+        fn any_duration_as_a_fraction_of_a_microsecond(ns in (i64::MIN + 1)..i64::MAX) {
+            let text = format!("{ns}/1000us");
+            proptest::prop_assert_eq!(text.parse::<Duration>().unwrap(), Duration(ns));
         }
     }
 

@@ -1,30 +1,21 @@
 //! Quantities with units: sizes (`1514B`, `2MB`, `64KiB`), packet rates
-//! (`100000pps`, `135kpps`) and bit rates (`100Mbit/s`, `20B/us`), all parsed exactly:
-//! a value that is not a whole number of the base unit is an error, never rounded.
+//! (`100000pps`, `135kpps`) and bit rates (`100Mbit/s`, `20B/us`), all parsed exactly
+//! by the one [`grammar`] every value a user writes goes through: a value that is not
+//! a whole number of the base unit is an error, never rounded.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
 use crate::time::Duration;
 
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ParseUnitError {
-    #[error("expected a size like 1514B or 2MB, got \"{0}\"")]
-    Size(String),
-    #[error("expected a packet rate like 100000pps or 135kpps, got \"{0}\"")]
-    Rate(String),
-    #[error("expected a bit rate like 100Mbit/s or 20B/us (a whole number of bit/s), got \"{0}\"")]
-    BitRate(String),
-    #[error("a bit rate must be above 0, got \"{0}\"")]
-    ZeroBitRate(String),
-    #[error("\"{0}\" is above the limit of {limit}", limit = crate::limits::MAX_BIT_RATE_TEXT)]
-    BitRateTooHigh(String),
-    #[error("\"{0}\" is above the limit of {limit}", limit = crate::limits::MAX_PACKET_RATE_TEXT)]
-    PacketRateTooHigh(String),
-}
+pub mod grammar;
+
+pub use grammar::{Exact, Hint, Kind, UnitError, Whole, MAX_DIGITS};
+
+/// The error of every unit parser (the name the size and rate parsers have always had).
+pub type ParseUnitError = UnitError;
 
 /// A size in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -37,51 +28,24 @@ impl Size {
     }
 }
 
-fn split_number(text: &str) -> Option<(&str, &str)> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (n, u) = t.split_at(split);
-    if n.is_empty() || n == "." || n.matches('.').count() > 1 {
-        return None;
-    }
-    Some((n, u.trim()))
-}
-
-/// Multiplies a decimal string by an integer scale exactly; `None` if the result is
-/// not a whole number or overflows.
-fn scaled(number: &str, scale: u128) -> Option<u128> {
-    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    let mut den: u128 = 1;
-    let mut num: u128 = 0;
-    for c in int.chars().chain(frac.chars()) {
-        num = num.checked_mul(10)?.checked_add(c.to_digit(10)? as u128)?;
-    }
-    for _ in frac.chars() {
-        den = den.checked_mul(10)?;
-    }
-    let v = num.checked_mul(scale)?;
-    (v % den == 0).then_some(v / den)
-}
+/// How a [`Size`] is read: whole bytes (a base unit, the bit, is 1/8 of one).
+const SIZE: Whole = Whole {
+    kind: Kind::Data,
+    per_base: Exact {
+        negative: false,
+        num: 1,
+        den: 8,
+    },
+    unit: "bytes",
+    range: "at most 18446744073709551615B",
+    signed: false,
+};
 
 impl FromStr for Size {
     type Err = ParseUnitError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ParseUnitError::Size(s.to_string());
-        let (n, unit) = split_number(s).ok_or_else(err)?;
-        let scale: u128 = match unit {
-            "B" | "b" | "" => 1,
-            "kB" | "KB" => 1_000,
-            "MB" => 1_000_000,
-            "GB" => 1_000_000_000,
-            "KiB" => 1 << 10,
-            "MiB" => 1 << 20,
-            "GiB" => 1 << 30,
-            _ => return Err(err()),
-        };
-        let v = scaled(n, scale).ok_or_else(err)?;
-        u64::try_from(v).map(Size).map_err(|_| err())
+        let (_, v) = SIZE.parse(s)?;
+        u64::try_from(v).map(Size).map_err(|_| SIZE.out_of_range(s))
     }
 }
 
@@ -112,28 +76,45 @@ impl PacketRate {
     }
 }
 
+/// How a [`PacketRate`] is read: whole thousandths of a packet per second.
+const PACKET_RATE: Whole = Whole {
+    kind: Kind::PacketRate,
+    per_base: Exact::int(1000),
+    unit: "thousandths of a packet per second",
+    range: crate::limits::MAX_PACKET_RATE_TEXT,
+    signed: false,
+};
+
 impl FromStr for PacketRate {
     type Err = ParseUnitError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ParseUnitError::Rate(s.to_string());
-        let (n, unit) = split_number(s).ok_or_else(err)?;
-        let scale: u128 = match unit {
-            "pps" | "" | "/s" => 1_000,
-            "kpps" => 1_000_000,
-            "Mpps" => 1_000_000_000,
-            _ => return Err(err()),
-        };
-        let v = scaled(n, scale).ok_or_else(err)?;
-        if v == 0 {
-            return Err(err());
-        }
-        if v > u128::from(crate::limits::MAX_PACKET_RATE_PPS) * 1000 {
-            return Err(ParseUnitError::PacketRateTooHigh(s.to_string()));
-        }
+        let (_, v) = PACKET_RATE.parse(s)?;
+        check_rate(
+            Kind::PacketRate,
+            s,
+            v,
+            u128::from(crate::limits::MAX_PACKET_RATE_PPS) * 1000,
+        )?;
         u64::try_from(v)
             .map(|milli_pps| PacketRate { milli_pps })
-            .map_err(|_| err())
+            .map_err(|_| PACKET_RATE.out_of_range(s))
     }
+}
+
+/// A rate `v` read from `s` is above 0 and at most `max`.
+fn check_rate(kind: Kind, s: &str, v: u128, max: u128) -> Result<(), UnitError> {
+    let text = grammar::shortened(s);
+    if v == 0 {
+        return Err(UnitError::Zero { kind, text });
+    }
+    if v > max {
+        let limit = match kind {
+            Kind::Rate => crate::limits::MAX_BIT_RATE_TEXT,
+            _ => crate::limits::MAX_PACKET_RATE_TEXT,
+        };
+        return Err(UnitError::AboveLimit { kind, text, limit });
+    }
+    Ok(())
 }
 
 impl fmt::Display for PacketRate {
@@ -153,10 +134,9 @@ impl fmt::Display for PacketRate {
 
 /// A bit rate, kept exactly as whole bits per second.
 ///
-/// Parsed from `<number><prefix><bit|B>/<s|ms|us|ns>`: `40Mbit/s`, `1.5Gbit/s`,
-/// `20B/us` (= 160 Mbit/s), `12.5MB/s`; prefixes `k`/`K`, `M`, `G`, `T` are decimal;
-/// `bps`, `kbps`, `Mbps`, `Gbps` are bits per second and `Bit` (loeser's `MBit/s`) is
-/// read as `bit`. The value must come out as a whole, positive number of bit/s.
+/// Parsed by the [`grammar`]: `40Mbit/s`, `1.5Gbit/s`, `20B/us` (= 160 Mbit/s),
+/// `12.5MB/s`, `100Mbps`. The value must come out as a whole, positive number of
+/// bit/s.
 /// Printed in the largest of `Gbit/s`, `Mbit/s`, `kbit/s`, `bit/s` that divides it,
 /// which parses back to the same value; serialized as that string (an integer reads as
 /// bit/s).
@@ -176,58 +156,29 @@ impl BitRate {
     }
 }
 
+/// How a [`BitRate`] is read: whole bit/s.
+const BIT_RATE: Whole = Whole {
+    kind: Kind::Rate,
+    per_base: Exact::int(1),
+    unit: "bit/s",
+    range: crate::limits::MAX_BIT_RATE_TEXT,
+    signed: false,
+};
+
 impl FromStr for BitRate {
     type Err = ParseUnitError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ParseUnitError::BitRate(s.to_string());
-        let (n, unit) = split_number(s).ok_or_else(err)?;
-        let scale = bit_rate_scale(unit).ok_or_else(err)?;
-        let v = scaled(n, scale).ok_or_else(err)?;
-        if v == 0 {
-            return Err(ParseUnitError::ZeroBitRate(s.to_string()));
-        }
-        if v > u128::from(crate::limits::MAX_BIT_RATE_BPS) {
-            return Err(ParseUnitError::BitRateTooHigh(s.to_string()));
-        }
-        u64::try_from(v).map(BitRate).map_err(|_| err())
+        let (_, v) = BIT_RATE.parse(s)?;
+        check_rate(
+            Kind::Rate,
+            s,
+            v,
+            u128::from(crate::limits::MAX_BIT_RATE_BPS),
+        )?;
+        u64::try_from(v)
+            .map(BitRate)
+            .map_err(|_| BIT_RATE.out_of_range(s))
     }
-}
-
-/// Bits per second in one unit of `unit`, `None` for an unknown unit.
-fn bit_rate_scale(unit: &str) -> Option<u128> {
-    match unit {
-        "bps" => return Some(1),
-        "kbps" | "Kbps" => return Some(1_000),
-        "Mbps" => return Some(1_000_000),
-        "Gbps" => return Some(1_000_000_000),
-        _ => {}
-    }
-    let (amount, per) = unit.split_once('/')?;
-    let per_second: u128 = match per {
-        "s" => 1,
-        "ms" => 1_000,
-        "us" | "µs" | "μs" => 1_000_000,
-        "ns" => 1_000_000_000,
-        _ => return None,
-    };
-    let (prefix, bits): (&str, u128) = if let Some(p) = amount.strip_suffix("bit") {
-        (p, 1)
-    } else if let Some(p) = amount.strip_suffix("Bit") {
-        (p, 1)
-    } else if let Some(p) = amount.strip_suffix('B') {
-        (p, 8)
-    } else {
-        return None;
-    };
-    let prefix: u128 = match prefix {
-        "" => 1,
-        "k" | "K" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        _ => return None,
-    };
-    Some(prefix * bits * per_second)
 }
 
 impl fmt::Display for BitRate {
@@ -290,12 +241,31 @@ mod tests {
         assert_eq!("1514B".parse::<Size>().unwrap(), Size(1514));
         assert_eq!("2MB".parse::<Size>().unwrap(), Size(2_000_000));
         assert_eq!("1.5KiB".parse::<Size>().unwrap(), Size(1536));
-        assert_eq!("64".parse::<Size>().unwrap(), Size(64));
+        assert_eq!("16bit".parse::<Size>().unwrap(), Size(2));
+        assert_eq!("1/2kB".parse::<Size>().unwrap(), Size(500));
+        let e = |t: &str| t.parse::<Size>().unwrap_err().to_string();
         assert_eq!(
-            "big".parse::<Size>().unwrap_err().to_string(),
-            "expected a size like 1514B or 2MB, got \"big\""
+            e("big"),
+            "expected a size like 1514B, 2MB or 12000bit, got \"big\""
         );
-        assert!("1.5B".parse::<Size>().is_err());
+        assert_eq!(
+            e("64"),
+            "expected a size like 1514B, 2MB or 12000bit, got \"64\" (the unit is missing)"
+        );
+        assert_eq!(
+            e("64b"),
+            "expected a size like 1514B, 2MB or 12000bit, got \"64b\" (\"b\" is ambiguous: write bit or B)"
+        );
+        assert_eq!(e("1.5B"), "1.5B is not a whole number of bytes");
+        assert_eq!(e("12bit"), "12bit is not a whole number of bytes");
+        assert_eq!(
+            e("-1B"),
+            "expected a size like 1514B, 2MB or 12000bit, got \"-1B\" (it cannot be negative)"
+        );
+        assert_eq!(
+            e("100000000TB"),
+            "100000000TB is out of range (at most 18446744073709551615B)"
+        );
         assert!("3 parsecs".parse::<Size>().is_err());
     }
 
@@ -323,8 +293,22 @@ mod tests {
         let r: PacketRate = "135kpps".parse().unwrap();
         assert_eq!(r.milli_pps, 135_000_000);
         assert_eq!(r.period(), Some(Duration(7_407)));
-        assert!("0pps".parse::<PacketRate>().is_err());
-        assert!("fast".parse::<PacketRate>().is_err());
+        let e = |t: &str| t.parse::<PacketRate>().unwrap_err().to_string();
+        assert_eq!(e("0pps"), "a packet rate must be above 0, got \"0pps\"");
+        assert_eq!(
+            e("fast"),
+            "expected a packet rate like 100000pps or 135kpps, got \"fast\""
+        );
+        assert_eq!(
+            e("10Mbit/s"),
+            "expected a packet rate like 100000pps or 135kpps, got \"10Mbit/s\" (\"Mbit/s\" is a unit of bit rate)"
+        );
+        assert_eq!(
+            e("1/3pps"),
+            "1/3pps is not a whole number of thousandths of a packet per second"
+        );
+        assert_eq!("1/2kpps".parse::<PacketRate>().unwrap().milli_pps, 500_000);
+        assert_eq!("20/s".parse::<PacketRate>().unwrap().milli_pps, 20_000);
         assert_eq!(
             "2.5pps".parse::<PacketRate>().unwrap().to_string(),
             "2.5pps"
@@ -345,9 +329,9 @@ mod tests {
         assert_eq!(r("64bit/s"), 64);
         assert_eq!(r("100Mbps"), 100_000_000);
         assert_eq!(r(" 2.5 Mbit/s "), 2_500_000);
+        assert_eq!(r("1/8B/ns"), 1_000_000_000);
         for bad in [
             "fast",
-            "1.5bit/s",
             "10Mbit",
             "10Mb/s",
             "10mbit/s",
@@ -355,19 +339,32 @@ mod tests {
             "1..2Mbit/s",
             "/s",
         ] {
-            assert_eq!(
-                bad.parse::<BitRate>().unwrap_err(),
-                ParseUnitError::BitRate(bad.to_string()),
+            assert!(
+                matches!(
+                    bad.parse::<BitRate>().unwrap_err(),
+                    UnitError::Malformed {
+                        kind: Kind::Rate,
+                        ..
+                    }
+                ),
                 "{bad}"
             );
         }
+        assert_eq!(
+            "1.5bit/s".parse::<BitRate>().unwrap_err().to_string(),
+            "1.5bit/s is not a whole number of bit/s"
+        );
+        assert_eq!(
+            "10Mbit".parse::<BitRate>().unwrap_err().to_string(),
+            "expected a bit rate like 100Mbit/s or 20B/us, got \"10Mbit\" (\"Mbit\" is a unit of data)"
+        );
         assert_eq!(
             "0Mbit/s".parse::<BitRate>().unwrap_err().to_string(),
             "a bit rate must be above 0, got \"0Mbit/s\""
         );
         assert_eq!(
             "fast".parse::<BitRate>().unwrap_err().to_string(),
-            "expected a bit rate like 100Mbit/s or 20B/us (a whole number of bit/s), got \"fast\""
+            "expected a bit rate like 100Mbit/s or 20B/us, got \"fast\""
         );
         // Too large for u64 bit/s.
         assert!("20000000TB/s".parse::<BitRate>().is_err());
@@ -382,11 +379,15 @@ mod tests {
                 .parse::<BitRate>()
                 .unwrap_err()
                 .to_string(),
-            "\"1000000000001bit/s\" is above the limit of 1 Tbit/s"
+            "1000000000001bit/s is above the limit of 1 Tbit/s"
         );
         assert_eq!(
             "2Tbit/s".parse::<BitRate>().unwrap_err(),
-            ParseUnitError::BitRateTooHigh("2Tbit/s".into())
+            UnitError::AboveLimit {
+                kind: Kind::Rate,
+                text: "2Tbit/s".into(),
+                limit: crate::limits::MAX_BIT_RATE_TEXT
+            }
         );
         assert_eq!(
             serde_json::from_str::<BitRate>("1000000000001")
@@ -403,7 +404,7 @@ mod tests {
                 .parse::<PacketRate>()
                 .unwrap_err()
                 .to_string(),
-            "\"100000000.001pps\" is above the limit of 100 Mpps"
+            "100000000.001pps is above the limit of 100 Mpps"
         );
     }
 
@@ -441,6 +442,30 @@ mod tests {
         #[test]
         fn any_bit_rate_round_trips(bps in 1u64..=crate::limits::MAX_BIT_RATE_BPS) {
             let text = BitRate(bps).to_string();
+            proptest::prop_assert_eq!(text.parse::<BitRate>().unwrap(), BitRate(bps));
+        }
+
+        #[test]
+        fn any_size_round_trips(bytes in proptest::num::u64::ANY) {
+            let text = Size(bytes).to_string();
+            proptest::prop_assert_eq!(text.parse::<Size>().unwrap(), Size(bytes));
+            let bits = format!("{}bit", u128::from(bytes) * 8);
+            proptest::prop_assert_eq!(bits.parse::<Size>().unwrap(), Size(bytes));
+        }
+
+        #[test]
+        fn any_packet_rate_round_trips(
+            milli_pps in 1u64..=crate::limits::MAX_PACKET_RATE_PPS * 1000
+        ) {
+            let rate = PacketRate { milli_pps };
+            proptest::prop_assert_eq!(rate.to_string().parse::<PacketRate>().unwrap(), rate);
+            let fraction = format!("{milli_pps}/1000pps");
+            proptest::prop_assert_eq!(fraction.parse::<PacketRate>().unwrap(), rate);
+        }
+
+        #[test]
+        fn a_bit_rate_as_a_fraction_of_another_unit(bps in 1u64..=crate::limits::MAX_BIT_RATE_BPS) {
+            let text = format!("{bps}/8000B/ms");
             proptest::prop_assert_eq!(text.parse::<BitRate>().unwrap(), BitRate(bps));
         }
     }

@@ -27,6 +27,10 @@ const UNITS: &[&str] = &[
     "12.5MB/s",
     "100Mbps",
     " 2.5 Mbit/s ",
+    "1/2ms",
+    "3/2kpps",
+    "1/2Gbit/s",
+    "1_000B",
 ];
 
 /// What the `units_text` target does with one input, lockstep-core's part.

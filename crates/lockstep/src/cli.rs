@@ -1,7 +1,7 @@
 //! The argument groups and value parsers every subcommand shares; the tree of
 //! subcommands is [`crate::commands`].
 //!
-//! Value parsers return messages of the form `expected a duration like 100us, got "abc"`;
+//! Value parsers return messages of the form `expected a duration like 100us, 1.5ms or 1/2ms, got "abc"`;
 //! `main` prefixes them with the option's name.
 
 use std::path::PathBuf;
@@ -269,7 +269,7 @@ mod tests {
     fn value_parsers_explain_themselves() {
         assert_eq!(
             parse_duration("abc").unwrap_err(),
-            "expected a duration like 100us, got \"abc\""
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"abc\""
         );
         assert_eq!(
             parse_duration_positive("0us").unwrap_err(),
@@ -281,7 +281,7 @@ mod tests {
         );
         assert_eq!(
             parse_duration_positive("8d").unwrap_err(),
-            "unknown unit \"d\" in \"8d\" (expected ns, us, ms, s or min)"
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"8d\" (unknown unit \"d\")"
         );
         assert_eq!(
             parse_duration_positive("604801s").unwrap_err(),

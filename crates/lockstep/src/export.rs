@@ -1746,7 +1746,7 @@ rows = [2, { slot = 0, packets = 3, size = 1000 }, { slot = 3, packets = 0 }]
         };
         assert_eq!(
             flow("rate = \"40Mbit/s\"", "rate = \"1.5Tbit/s\""),
-            "flow[0].rate: \"1.5Tbit/s\" is above the limit of 1 Tbit/s"
+            "flow[0].rate: 1.5Tbit/s is above the limit of 1 Tbit/s"
         );
         assert_eq!(
             flow("burst = \"51514B\"", "burst = \"4294967296B\""),
@@ -1775,7 +1775,7 @@ rows = [2, { slot = 0, packets = 3, size = 1000 }, { slot = 3, packets = 0 }]
                 "rate = \"40Mbit/s\"",
                 "rate = \"40Mbit/s\"\npeak = \"2Tbit/s\""
             ),
-            "flow[0].peak: \"2Tbit/s\" is above the limit of 1 Tbit/s"
+            "flow[0].peak: 2Tbit/s is above the limit of 1 Tbit/s"
         );
         let port = |from: &str, to: &str| {
             assert!(PORT.contains(from), "{from}");

@@ -125,7 +125,7 @@ fn exit_status(e: &anyhow::Error) -> u8 {
     }
 }
 
-/// Invalid values are reported as `--interval: expected a duration like 100us, got "abc"`;
+/// Invalid values are reported as `--interval: expected a duration like 100us, 1.5ms or 1/2ms, got "abc"`;
 /// everything else as clap formats it. Usage errors exit with 2, help/version with 0.
 fn clap_error(e: clap::Error) -> ExitCode {
     if e.kind() == ErrorKind::ValueValidation {

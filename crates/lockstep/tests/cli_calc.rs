@@ -221,7 +221,7 @@ fn bad(name: &str, text: &str) -> String {
 fn bad_input_exits_2_naming_file_line_and_field() {
     assert_eq!(
         bad("unit.toml", &TWO_HOPS.replace("rate = \"40Mbit/s\"", "rate = \"40Mbit\"")),
-        "lockstep: FILE:16: flow[0] \"f0\".rate: expected a rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)\n"
+        "lockstep: FILE:16: flow[0] \"f0\".rate: expected a bit rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)\n"
     );
     assert_eq!(
         bad(

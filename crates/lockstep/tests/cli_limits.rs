@@ -123,7 +123,7 @@ fn probe_intervals_and_rates() {
             "--rate",
             "100000001pps",
         ],
-        "--rate: \"100000001pps\" is above the limit of 100 Mpps",
+        "--rate: 100000001pps is above the limit of 100 Mpps",
     );
     refused(
         &[
@@ -145,7 +145,7 @@ fn probe_intervals_and_rates() {
             "--shape",
             "2Tbit/s,10kB",
         ],
-        "--shape: rate: \"2Tbit/s\" is above the limit of 1 Tbit/s",
+        "--shape: rate: 2Tbit/s is above the limit of 1 Tbit/s",
     );
 }
 

@@ -96,7 +96,8 @@ fn timer_rejects_a_malformed_interval() {
     let o = lockstep(&["probe", "timer", "--interval", "abc"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains(r#"--interval: expected a duration like 100us, got "abc""#),
+        stderr(&o)
+            .contains(r#"--interval: expected a duration like 100us, 1.5ms or 1/2ms, got "abc""#),
         "{}",
         stderr(&o)
     );
@@ -394,7 +395,8 @@ fn noise_rejects_bad_values() {
     let o = lockstep(&["probe", "noise", "--period", "fast"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains(r#"--period: expected a duration like 100us, got "fast""#),
+        stderr(&o)
+            .contains(r#"--period: expected a duration like 100us, 1.5ms or 1/2ms, got "fast""#),
         "{}",
         stderr(&o)
     );

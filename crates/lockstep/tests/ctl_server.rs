@@ -591,7 +591,7 @@ fn malformed_requests_are_400_naming_the_field() {
     );
     assert_eq!(
         v["error"],
-        "expected a rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)"
+        "expected a bit rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)"
     );
     assert_eq!(get(&s, "/flows").1["count"], 0);
     assert_eq!(db_rows(&dir), 0);
@@ -692,7 +692,7 @@ fn client_subcommands_and_their_exit_statuses() {
     // Bad input: exit 2, naming the field.
     let (code, _, err) = add("f3", "30Mbit", "1ms");
     assert_eq!(code, 2);
-    assert!(err.contains("HTTP 400: rate: expected a rate"), "{err}");
+    assert!(err.contains("HTTP 400: rate: expected a bit rate"), "{err}");
     let (code, _, err) = add("f1", "1Mbit/s", "1ms");
     assert_eq!(code, 2);
     assert!(err.contains("HTTP 409"), "{err}");

@@ -49,7 +49,7 @@ fn errors_name_line_and_field() {
     );
     assert_eq!(
         err(&NET.replace("\"0.5ms\"", "\"0.5\"")),
-        "line 4: server[0] \"s0\".latency: expected a duration like 20us, 1ms or 0.5ms, got \"0.5\" (the unit is missing)"
+        "line 4: server[0] \"s0\".latency: expected a duration like 100us, 1.5ms or 1/2ms, got \"0.5\" (the unit is missing)"
     );
     assert_eq!(
         err(&NET.replace("\"arbitrary\"", "\"wfq\"")),
@@ -57,7 +57,7 @@ fn errors_name_line_and_field() {
     );
     assert_eq!(
         err(&NET.replace("rate = \"1Gbps\"", "rate = 1000")),
-        "line 9: server[1] \"s1\".rate: expected a string with its unit (a rate like 100Mbit/s or 20B/us), got an integer"
+        "line 9: server[1] \"s1\".rate: expected a string with its unit (a bit rate like 100Mbit/s or 20B/us), got an integer"
     );
     assert_eq!(
         err(&NET.replace("name = \"f0\"\n", "")),
@@ -139,7 +139,7 @@ fn every_value_has_a_limit() {
     );
     assert_eq!(
         err(&NET.replace("latency = \"20us\"", "latency = \"1/7ps\"")),
-        "line 10: server[1] \"s1\".latency: expected a duration like 20us, 1ms or 0.5ms, got \"1/7ps\" (finer than 1/1000000000000 s: a value's denominator is at most 10^12)"
+        "line 10: server[1] \"s1\".latency: expected a duration like 100us, 1.5ms or 1/2ms, got \"1/7ps\" (finer than 1/1000000000000 s: a value's denominator is at most 10^12)"
     );
 }
 

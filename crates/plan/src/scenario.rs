@@ -65,7 +65,7 @@ use std::ops::Range;
 use lockstep_core::net::Prefix;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::tdp::{Role, SlipAction};
-use lockstep_core::units::{PacketRate, Size};
+use lockstep_core::units::{BitRate, PacketRate, Size};
 use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN, MIN_RECORDED_HOPS};
 use lockstep_core::{limits, Duration};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
@@ -679,44 +679,14 @@ pub struct Scenario {
     node_links: Vec<Vec<usize>>,
 }
 
-/// Parses a bit rate: `100Mbit/s`, `1Gbit/s`, `512kbit/s`, `100Mbps`, `1e9bit/s` is
-/// not accepted (write `1Gbit/s`). Exact: `1.5Mbit/s` is 1 500 000.
+/// Parses a bit rate in the one unit grammar ([`BitRate`]'s): `100Mbit/s`,
+/// `1Gbit/s`, `512kbit/s`, `100Mbps`, `20B/us`; exact (`1.5Mbit/s` is 1 500 000, a
+/// value that is not a whole number of bit/s is refused), above 0 and at most
+/// 1 Tbit/s.
 pub fn parse_bit_rate(s: &str) -> Result<u64, String> {
-    let err = || format!("expected a bit rate like 100Mbit/s or 1Gbit/s, got \"{s}\"");
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: u128 = match unit.trim() {
-        "bit/s" | "bps" | "b/s" => 1,
-        "kbit/s" | "kbps" | "Kbit/s" => 1_000,
-        "Mbit/s" | "Mbps" => 1_000_000,
-        "Gbit/s" | "Gbps" => 1_000_000_000,
-        _ => return Err(err()),
-    };
-    if num.is_empty() || num.matches('.').count() > 1 || num == "." {
-        return Err(err());
-    }
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    let mut v: u128 = 0;
-    for c in int.chars().chain(frac.chars()) {
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u128::from(c.to_digit(10).unwrap_or(0))))
-            .ok_or_else(err)?;
-    }
-    let den = 10u128.checked_pow(frac.len() as u32).ok_or_else(err)?;
-    let scaled = v.checked_mul(scale).ok_or_else(err)?;
-    if scaled % den != 0 {
-        return Err(format!("{} (not a whole number of bit/s)", err()));
-    }
-    let bps = u64::try_from(scaled / den).map_err(|_| err())?;
-    if bps == 0 {
-        return Err(format!("a rate must be positive, got \"{s}\""));
-    }
-    limits::bit_rate(bps, &format!("\"{s}\""))?;
-    Ok(bps)
+    s.parse::<BitRate>()
+        .map(BitRate::bps)
+        .map_err(|e| e.to_string())
 }
 
 /// `100000000` → `100Mbit/s`.

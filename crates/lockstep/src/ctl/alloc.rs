@@ -1036,8 +1036,7 @@ ports = [{ id = 1, rate = "100Mbit/s" }]
         let e = TdpNetwork::parse(&NET.replacen("rate = \"100Mbit/s\"", "rate = \"2Tbit/s\"", 1))
             .unwrap_err();
         assert!(
-            e.message
-                .contains("\"2Tbit/s\" is above the limit of 1 Tbit/s"),
+            e.message.contains("2Tbit/s is above the limit of 1 Tbit/s"),
             "{e}"
         );
         assert_eq!(

@@ -595,7 +595,7 @@ mod tests {
         let m = read(r#"{"name":"f","path":["s0"],"rate":"40Mbit","burst":"25B"}"#).unwrap_err();
         assert_eq!(
             m.message(),
-            "expected a rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)"
+            "expected a bit rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)"
         );
     }
 

@@ -683,7 +683,7 @@ latency = "10us"
         assert_eq!(e.body["field"], "deadline");
         assert_eq!(
             e.message(),
-            "expected a duration like 20us, 1ms or 0.5ms, got \"1/7ps\" (finer than 1/1000000000000 s: a value's denominator is at most 10^12)"
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"1/7ps\" (finer than 1/1000000000000 s: a value's denominator is at most 10^12)"
         );
     }
 

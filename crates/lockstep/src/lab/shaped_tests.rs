@@ -305,7 +305,7 @@ fn durations_have_limits() {
     );
     assert_eq!(
         err(&FILE.replace("\"32Mbit/s\"", "\"2Tbit/s\"")),
-        "s.toml:19:22: scenario.rates[1]: \"2Tbit/s\" is above the limit of 1 Tbit/s"
+        "s.toml:19:22: scenario.rates[1]: 2Tbit/s is above the limit of 1 Tbit/s"
     );
 }
 

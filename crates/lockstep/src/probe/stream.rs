@@ -1134,7 +1134,7 @@ mod tests {
         );
         assert_eq!(
             parse_shape("40mbit,10kB").unwrap_err(),
-            "rate: expected a bit rate like 100Mbit/s or 20B/us (a whole number of bit/s), got \"40mbit\""
+            "rate: expected a bit rate like 100Mbit/s or 20B/us, got \"40mbit\""
         );
         assert_eq!(
             parse_shape("0Mbit/s,10kB").unwrap_err(),
@@ -1142,7 +1142,7 @@ mod tests {
         );
         assert_eq!(
             parse_shape("40Mbit/s,lots").unwrap_err(),
-            "bucket: expected a size like 1514B or 2MB, got \"lots\""
+            "bucket: expected a size like 1514B, 2MB or 12000bit, got \"lots\""
         );
         assert_eq!(
             parse_shape("40Mbit/s,10kB,0ms").unwrap_err(),
@@ -1157,7 +1157,7 @@ mod tests {
     fn stream_options_have_limits() {
         assert_eq!(
             parse_shape("2Tbit/s,10kB").unwrap_err(),
-            "rate: \"2Tbit/s\" is above the limit of 1 Tbit/s"
+            "rate: 2Tbit/s is above the limit of 1 Tbit/s"
         );
         assert_eq!(
             parse_shape("40Mbit/s,1000000000001B").unwrap_err(),
