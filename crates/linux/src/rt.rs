@@ -442,6 +442,13 @@ fn describe(
     s
 }
 
+/// The calling thread's kernel id (what `ps -L` shows and cyclictest prints per
+/// thread).
+pub fn thread_id() -> i32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
 /// Carries out `req` on the calling thread: validates it, pins the CPU, sets the policy,
 /// locks memory, holds cpu_dma_latency at 0 if asked, then reads the policy back.
 pub fn apply(req: &RtRequest) -> Result<RtState, RtError> {

@@ -659,6 +659,27 @@ fn documents(scratch: &Scratch) -> Vec<(String, Value)> {
                     "--json",
                 ]),
                 run(&["probe", "noise", "-D", "300ms", "--no-mlock", "--json"]),
+                // one thread per CPU: per-CPU results beside the merged ones
+                run(&[
+                    "probe",
+                    "timer",
+                    "--cpus",
+                    "0",
+                    "-l",
+                    "5",
+                    "--no-mlock",
+                    "--json",
+                ]),
+                run(&[
+                    "probe",
+                    "noise",
+                    "--cpus",
+                    "0",
+                    "-l",
+                    "1000",
+                    "--no-mlock",
+                    "--json",
+                ]),
                 run(&[
                     "probe",
                     "noise",

@@ -135,6 +135,8 @@ pub struct GapRecorder {
     max_gap_ns: i64,
     max_gap_at_ns: Option<i64>,
     backward: u64,
+    /// The spans of the recorders merged into this one.
+    merged_span_ns: i64,
 }
 
 impl GapRecorder {
@@ -155,6 +157,7 @@ impl GapRecorder {
             max_gap_ns: i64::MIN,
             max_gap_at_ns: None,
             backward: 0,
+            merged_span_ns: 0,
         })
     }
 
@@ -212,9 +215,29 @@ impl GapRecorder {
         (self.reads > 1).then_some(self.max_gap_ns)
     }
 
-    /// From the first reading to the last.
+    /// From the first reading to the last (after [`GapRecorder::merge`]: the spans
+    /// added up, so that the stolen fraction is of the time measured on all CPUs).
     pub fn span(&self) -> Duration {
-        Duration::from_nanos(self.first_ns.map_or(0, |f| self.last_ns.saturating_sub(f)))
+        let own = self.first_ns.map_or(0, |f| self.last_ns.saturating_sub(f));
+        Duration::from_nanos(own.saturating_add(self.merged_span_ns))
+    }
+
+    /// Adds another CPU's gaps to these (`probe noise --cpus`): distributions and
+    /// counts add up, spans too; the longest gap keeps where it happened on its CPU.
+    pub fn merge(&mut self, other: &GapRecorder) {
+        if other.reads > 1 && (self.reads <= 1 || other.max_gap_ns > self.max_gap_ns) {
+            self.max_gap_ns = other.max_gap_ns;
+            self.max_gap_at_ns = other.max_gap_at_ns;
+        }
+        for (c, o) in self.direct.iter_mut().zip(other.direct.iter()) {
+            *c += o;
+        }
+        self.gaps.merge(&other.gaps);
+        self.reads += other.reads;
+        self.above += other.above;
+        self.stolen_ns = self.stolen_ns.saturating_add(other.stolen_ns);
+        self.backward += other.backward;
+        self.merged_span_ns = self.merged_span_ns.saturating_add(other.span().as_nanos());
     }
 
     pub fn stolen(&self) -> Duration {
@@ -307,6 +330,8 @@ pub struct TickRecorder {
     spikes: Vec<Spike>,
     spikes_total: u64,
     late: u64,
+    /// The spans of the recorders merged into this one.
+    merged_span_ns: i64,
 }
 
 impl TickRecorder {
@@ -339,6 +364,7 @@ impl TickRecorder {
             spikes: Vec::with_capacity(keep.min(1024)),
             spikes_total: 0,
             late: 0,
+            merged_span_ns: 0,
         })
     }
 
@@ -407,8 +433,25 @@ impl TickRecorder {
         &self.deviation
     }
 
+    /// From the start to the last tick (after [`TickRecorder::merge`]: the spans
+    /// added up).
     pub fn span(&self) -> Duration {
-        Duration::from_nanos(self.last_ns.map_or(0, |l| l.saturating_sub(self.start_ns)))
+        let own = self.last_ns.map_or(0, |l| l.saturating_sub(self.start_ns));
+        Duration::from_nanos(own.saturating_add(self.merged_span_ns))
+    }
+
+    /// Adds another CPU's ticks of the same period to these (`probe noise --cpus`):
+    /// distributions and counts add up, spans too; its spikes follow these in the
+    /// list while there is room.
+    pub fn merge(&mut self, other: &TickRecorder) {
+        self.ticks += other.ticks;
+        self.deviation.merge(&other.deviation);
+        self.lateness.merge(&other.lateness);
+        let room = self.keep.saturating_sub(self.spikes.len());
+        self.spikes.extend(other.spikes.iter().take(room).copied());
+        self.spikes_total += other.spikes_total;
+        self.late += other.late;
+        self.merged_span_ns = self.merged_span_ns.saturating_add(other.span().as_nanos());
     }
 
     pub fn report(&self) -> TickReport {
@@ -431,6 +474,40 @@ impl TickRecorder {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn merged_cpus_add_up() {
+        let mut a = GapRecorder::new(Duration::from_nanos(100)).unwrap();
+        let mut b = GapRecorder::new(Duration::from_nanos(100)).unwrap();
+        for t in [0, 20, 520, 540] {
+            a.record(t); // gaps 20, 500 (stolen), 20; span 540
+        }
+        for t in [10_000, 10_030, 12_030] {
+            b.record(t); // gaps 30, 2000 (stolen); span 2030
+        }
+        a.merge(&b);
+        let r = a.report();
+        assert_eq!((r.reads, r.gaps.count, r.above_threshold), (7, 5, 2));
+        assert_eq!((r.stolen_ns, r.span_ns), (2500, 2570));
+        assert_eq!((r.gaps.max_ns, r.max_gap_at_ns), (Some(2000), Some(2030)));
+
+        let p = Duration::from_nanos(1_000);
+        let s = Duration::from_nanos(100);
+        let mut x = TickRecorder::new(0, p, s, 2).unwrap();
+        let mut y = TickRecorder::new(5_000, p, s, 2).unwrap();
+        for t in [1_000, 2_500, 3_000] {
+            x.record(t); // deviations 500 (spike), -500
+        }
+        for t in [6_000, 7_000, 8_300, 9_600] {
+            y.record(t); // deviations 0, 300 (spike), 300 (spike)
+        }
+        x.merge(&y);
+        let r = x.report();
+        assert_eq!((r.ticks, r.deviation.count, r.spikes_total), (7, 5, 3));
+        assert_eq!(r.spikes.len(), 2, "the list keeps its limit");
+        assert!(r.spikes_truncated);
+        assert_eq!(r.span_ns, 3_000 + 4_600);
+    }
 
     #[test]
     fn gaps_and_stolen_time() {

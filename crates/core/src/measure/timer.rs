@@ -247,6 +247,33 @@ impl TimerState {
         )
     }
 
+    /// Adds another run of the same interval to this one (`probe timer --cpus`: one
+    /// state per CPU, merged for the run's summary): the distributions and counts add
+    /// up, the largest latency and the earliest threshold hit win, the elapsed time
+    /// spans both runs.
+    pub fn merge(&mut self, other: &TimerState) {
+        self.latency.merge(&other.latency);
+        self.samples += other.samples;
+        self.overruns += other.overruns;
+        self.missed = self.missed.saturating_add(other.missed);
+        self.early += other.early;
+        self.start_ns = self.start_ns.min(other.start_ns);
+        self.last_wake_ns = match (self.last_wake_ns, other.last_wake_ns) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(m) = other.max_at {
+            if self.max_at.is_none_or(|s| m.latency_ns > s.latency_ns) {
+                self.max_at = Some(m);
+            }
+        }
+        if let Some(h) = other.hit {
+            if self.hit.is_none_or(|s| h.wake_ns < s.wake_ns) {
+                self.hit = Some(h);
+            }
+        }
+    }
+
     pub fn report(&self) -> TimerReport {
         TimerReport {
             interval_ns: self.interval_ns,
@@ -386,6 +413,34 @@ mod tests {
                 since_start_ns: 210 * US + 1,
             })
         );
+    }
+
+    #[test]
+    fn merged_runs_add_up() {
+        let mut a = TimerState::new(Duration::from_micros(100), 0)
+            .unwrap()
+            .with_threshold(Duration::from_micros(50))
+            .unwrap();
+        let mut b = TimerState::new(Duration::from_micros(100), 10 * US)
+            .unwrap()
+            .with_threshold(Duration::from_micros(50))
+            .unwrap();
+        a.record(100 * US, 102 * US);
+        a.record(200 * US, 301 * US); // overrun, over the threshold
+        b.record(110 * US, 170 * US); // over the threshold, earlier
+        b.record(210 * US, 215 * US);
+        b.record(310 * US, 520 * US); // overrun (2 missed), the largest
+        let mut m = a.clone();
+        m.merge(&b);
+        let r = m.report();
+        assert_eq!(r.samples, 5);
+        assert_eq!(r.latency.count, 5);
+        assert_eq!(r.latency.min_ns, Some(2 * US));
+        assert_eq!(r.latency.max_ns, Some(210 * US));
+        assert_eq!((r.overruns, r.missed_periods), (2, 3));
+        assert_eq!(r.max_at.map(|x| x.latency_ns), Some(210 * US));
+        assert_eq!(r.threshold.map(|h| h.wake_ns), Some(170 * US));
+        assert_eq!(r.elapsed_ns, 520 * US);
     }
 
     #[test]

@@ -13,6 +13,10 @@ use clap::Subcommand;
 #[derive(Subcommand, Debug)]
 pub enum ProbeCmd {
     /// Periodic wake-ups like cyclictest: wake-up latency and overruns.
+    ///
+    /// The text output ends with a latency histogram (cyclictest -h, compact: one line
+    /// per power-of-two range of latencies, its count and a bar); --json carries every
+    /// bucket under results.latency.histogram.
     Timer(timer::TimerArgs),
     /// What the OS steals from a busy loop (oslat-style gaps; --period: the dummy program).
     Noise(noise::NoiseArgs),
@@ -23,6 +27,24 @@ pub enum ProbeCmd {
     /// Request/response latency like sockperf ping-pong.
     #[command(subcommand)]
     Rr(rr::RrCmd),
+}
+
+/// The CPUs of `--cpus`, sorted, each once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// `--cpus LIST`: the kernel's CPU-list syntax (`0-3,6`), at least one CPU, none above
+/// [`lockstep_core::limits::MAX_CPU`].
+pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    let cpus = lockstep_core::audit::cpulist::parse(s)
+        .map_err(|e| format!("expected a CPU list like 0-3,6: {e}"))?;
+    if cpus.is_empty() {
+        return Err(format!("expected a CPU list like 0-3,6, got \"{s}\""));
+    }
+    for &c in &cpus {
+        lockstep_core::limits::cpu(c as u64)?;
+    }
+    Ok(CpuList(cpus))
 }
 
 pub fn run(cmd: ProbeCmd) -> Result<()> {

@@ -17,11 +17,12 @@ use lockstep_core::{limits, ClockId, Duration, Instant};
 use lockstep_linux::{clock, signal, Waiter};
 use serde_json::{json, Value};
 
-use super::timer::{progress_head, Progress};
+use super::timer::{per_cpu_path, progress_head, Progress};
 use crate::cli::{parse_clock, parse_duration_positive, LengthArgs, OutputArgs, RtArgs};
-use crate::report::human::{dist_table, fmt_ns, kv};
+use crate::report::human::{dist_table, fmt_ns, kv, pow2_histogram};
 use crate::report::{Output, ResultDoc, SampleWriter};
 use crate::{EnvError, UsageError};
+use lockstep_linux::rt::RtRequest;
 
 /// Run length when neither --duration nor --count is given.
 const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
@@ -47,6 +48,11 @@ pub struct NoiseArgs {
     /// Clock to read.
     #[arg(long, value_name = "tai|realtime|monotonic", default_value = "monotonic", value_parser = parse_clock)]
     pub clock: ClockId,
+    /// One measuring thread per CPU of this list (`0-3,6`; oslat --cpu-list), each
+    /// pinned and set up as the single thread would be; results per CPU and merged
+    /// (distributions and counts added up, spans too). Not with --cpu.
+    #[arg(long, value_name = "LIST", value_parser = super::parse_cpus, conflicts_with = "cpu")]
+    pub cpus: Option<super::CpuList>,
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
@@ -92,6 +98,7 @@ pub fn run(args: NoiseArgs) -> Result<()> {
         "period_ns": args.period.map(|p| p.as_nanos()),
         "spike_ns": args.period.map(|_| args.spike.as_nanos()),
         "max_spikes": args.period.map(|_| args.max_spikes),
+        "cpus": args.cpus.as_ref().map(|c| &c.0),
         "rt_request": req,
     });
     let out = Output::new(&args.out)?;
@@ -107,11 +114,194 @@ pub fn run(args: NoiseArgs) -> Result<()> {
     } else {
         &["read_index", "t_ns", "gap_ns"]
     };
-    let mut samples = out.sample_writer(header)?;
-    let mut doc = ResultDoc::new("probe.noise", config);
+    let doc = ResultDoc::new("probe.noise", config);
+    let limits = Limits { duration, count };
+    let set = Setup {
+        args: &args,
+        limits,
+        max_spikes,
+    };
+    let runs = match &args.cpus {
+        None => vec![measure(
+            &set,
+            &req,
+            out.sample_writer(header)?,
+            args.out.quiet,
+        )?],
+        Some(list) => measure_each(&set, &req, &list.0, &out, header)?,
+    };
+    finish(&args, doc, &out, runs, mode)
+}
 
-    let rt = lockstep_linux::rt::apply(&req)?;
-    doc.set_realtime(&rt);
+/// What every measuring thread needs.
+struct Setup<'a> {
+    args: &'a NoiseArgs,
+    limits: Limits,
+    max_spikes: usize,
+}
+
+/// One thread's recorder.
+enum Rec {
+    Gaps(GapRecorder),
+    Ticks(TickRecorder),
+}
+
+/// One measuring thread's run.
+struct CpuRun {
+    tid: i32,
+    rt: lockstep_linux::rt::RtState,
+    rec: Rec,
+    stopped: &'static str,
+}
+
+/// One pinned thread per CPU of `cpus`, each set up as `req` says.
+fn measure_each(
+    set: &Setup,
+    req: &RtRequest,
+    cpus: &[usize],
+    out: &Output,
+    header: &[&str],
+) -> Result<Vec<CpuRun>> {
+    let base = out.samples_path()?;
+    let mut writers = Vec::with_capacity(cpus.len());
+    for &cpu in cpus {
+        writers.push(match &base {
+            Some(p) => Some(SampleWriter::create(&per_cpu_path(p, cpu), header)?),
+            None => None,
+        });
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cpus
+            .iter()
+            .zip(writers)
+            .enumerate()
+            .map(|(i, (&cpu, w))| {
+                let req = RtRequest {
+                    cpu: Some(cpu),
+                    ..req.clone()
+                };
+                let quiet = set.args.out.quiet || i > 0;
+                s.spawn(move || measure(set, &req, w, quiet))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a measuring thread panicked"))?
+            })
+            .collect()
+    })
+}
+
+/// Sets up the calling thread and runs the loop of the mode on it.
+fn measure(
+    set: &Setup,
+    req: &RtRequest,
+    mut samples: Option<SampleWriter>,
+    quiet: bool,
+) -> Result<CpuRun> {
+    let rt = lockstep_linux::rt::apply(req)?;
+    let args = set.args;
+    let (rec, stopped) = match args.period {
+        None => {
+            let rec = GapRecorder::new(args.threshold).map_err(|e| UsageError(e.to_string()))?;
+            let (rec, stopped) = run_gaps(rec, args.clock, set.limits, &mut samples, quiet)?;
+            (Rec::Gaps(rec), stopped)
+        }
+        Some(period) => {
+            let start = clock::now(args.clock);
+            let rec = TickRecorder::new(start.ns, period, args.spike, set.max_spikes)
+                .map_err(|e| UsageError(e.to_string()))?;
+            let (rec, stopped) =
+                run_ticks(rec, start.ns, args.clock, set.limits, &mut samples, quiet)?;
+            (Rec::Ticks(rec), stopped)
+        }
+    };
+    if let Some(s) = samples.take() {
+        s.finish()?;
+    }
+    Ok(CpuRun {
+        tid: lockstep_linux::rt::thread_id(),
+        rt,
+        rec,
+        stopped,
+    })
+}
+
+/// The runs merged into one recorder (the first one's, with the others added).
+fn merged(runs: &[CpuRun]) -> Option<Rec> {
+    let mut m = match &runs.first()?.rec {
+        Rec::Gaps(g) => Rec::Gaps(g.clone()),
+        Rec::Ticks(t) => Rec::Ticks(t.clone()),
+    };
+    for r in &runs[1..] {
+        match (&mut m, &r.rec) {
+            (Rec::Gaps(a), Rec::Gaps(b)) => a.merge(b),
+            (Rec::Ticks(a), Rec::Ticks(b)) => a.merge(b),
+            _ => {}
+        }
+    }
+    Some(m)
+}
+
+/// A recorder's results (as JSON) and text.
+fn results_of(rec: &Rec) -> Result<(Value, String)> {
+    let (v, text) = match rec {
+        Rec::Gaps(g) => {
+            let r = g.report();
+            (serde_json::to_value(&r), human_gaps(&r))
+        }
+        Rec::Ticks(t) => {
+            let r = t.report();
+            (serde_json::to_value(&r), human_ticks(&r))
+        }
+    };
+    Ok((v.context("cannot encode the report")?, text))
+}
+
+fn finish(
+    args: &NoiseArgs,
+    mut doc: ResultDoc,
+    out: &Output,
+    runs: Vec<CpuRun>,
+    mode: &str,
+) -> Result<()> {
+    let (Some(first), Some(all)) = (runs.first(), merged(&runs)) else {
+        anyhow::bail!("no measuring thread ran");
+    };
+    doc.set_realtime(&first.rt);
+    if let (Some(cpus), Value::Object(rt)) = (&args.cpus, &mut doc.realtime) {
+        rt.insert("cpu".into(), Value::Null);
+        rt.insert("cpus".into(), json!(cpus.0));
+    }
+    rt_warnings(&mut doc, &first.rt);
+    rec_warnings(&mut doc, &all, args.clock);
+    let (value, text) = results_of(&all)?;
+    if let Value::Object(map) = value {
+        doc.results.extend(map);
+    }
+    let stopped = runs
+        .iter()
+        .map(|r| r.stopped)
+        .find(|&s| s == "signal")
+        .unwrap_or(first.stopped);
+    doc.insert("mode", mode);
+    doc.insert("stopped_by", stopped);
+    let mut head = String::new();
+    if args.cpus.is_some() {
+        doc.insert("per_cpu", per_cpu_results(&runs)?);
+        head = per_cpu_lines(&runs);
+    }
+    let mut text = head + &text;
+    for w in &doc.warnings {
+        text.push_str(&format!("warning: {w}\n"));
+    }
+    out.human(&text);
+    out.finish(&doc)
+}
+
+fn rt_warnings(doc: &mut ResultDoc, rt: &lockstep_linux::rt::RtState) {
     if rt.cpu.is_none() {
         doc.warn(
             "no --cpu: the loop may migrate between CPUs; pin it (--cpu N) to measure one CPU",
@@ -122,67 +312,82 @@ pub fn run(args: NoiseArgs) -> Result<()> {
             "busy loop under a real-time policy: unless kernel.sched_rt_runtime_us is -1, RT throttling takes the CPU away for a while every second and shows up as noise",
         );
     }
-
-    let limits = Limits { duration, count };
-    let results = match args.period {
-        None => {
-            let rec = GapRecorder::new(args.threshold).map_err(|e| UsageError(e.to_string()))?;
-            let (report, stopped) =
-                run_gaps(rec, args.clock, limits, &mut samples, args.out.quiet)?;
-            if report.backward_steps > 0 {
-                doc.warn(format!(
-                    "the {} clock went back {} times during the run (stepped by NTP or by hand)",
-                    args.clock, report.backward_steps
-                ));
-            }
-            Results::Gaps(report, stopped)
-        }
-        Some(period) => {
-            let start = clock::now(args.clock);
-            let rec = TickRecorder::new(start.ns, period, args.spike, max_spikes)
-                .map_err(|e| UsageError(e.to_string()))?;
-            let (report, stopped) = run_ticks(
-                rec,
-                start.ns,
-                args.clock,
-                limits,
-                &mut samples,
-                args.out.quiet,
-            )?;
-            if report.late_ticks > 0 {
-                doc.warn(format!(
-                    "{} ticks were served more than one period late (the loop caught up after a stall)",
-                    report.late_ticks
-                ));
-            }
-            Results::Ticks(report, stopped)
-        }
-    };
-    drop(rt);
-    if let Some(s) = samples.take() {
-        s.finish()?;
-    }
-
-    let (value, stopped, text) = match &results {
-        Results::Gaps(r, s) => (serde_json::to_value(r), *s, human_gaps(r)),
-        Results::Ticks(r, s) => (serde_json::to_value(r), *s, human_ticks(r)),
-    };
-    if let Value::Object(map) = value.context("cannot encode the report")? {
-        doc.results.extend(map);
-    }
-    doc.insert("mode", mode);
-    doc.insert("stopped_by", stopped);
-    let mut text = text;
-    for w in &doc.warnings {
-        text.push_str(&format!("warning: {w}\n"));
-    }
-    out.human(&text);
-    out.finish(&doc)
 }
 
-enum Results {
-    Gaps(GapReport, &'static str),
-    Ticks(TickReport, &'static str),
+fn rec_warnings(doc: &mut ResultDoc, rec: &Rec, clk: ClockId) {
+    match rec {
+        Rec::Gaps(g) => {
+            let steps = g.report().backward_steps;
+            if steps > 0 {
+                doc.warn(format!(
+                    "the {clk} clock went back {steps} times during the run (stepped by NTP or by hand)"
+                ));
+            }
+        }
+        Rec::Ticks(t) => {
+            let late = t.report().late_ticks;
+            if late > 0 {
+                doc.warn(format!(
+                    "{late} ticks were served more than one period late (the loop caught up after a stall)"
+                ));
+            }
+        }
+    }
+}
+
+/// `results.per_cpu`: each thread's results, with its CPU, thread id and set-up.
+fn per_cpu_results(runs: &[CpuRun]) -> Result<Value> {
+    let mut list = Vec::with_capacity(runs.len());
+    for r in runs {
+        let (mut v, _) = results_of(&r.rec)?;
+        if let Value::Object(m) = &mut v {
+            m.insert("cpu".into(), json!(r.rt.cpu));
+            m.insert("tid".into(), json!(r.tid));
+            m.insert("stopped_by".into(), json!(r.stopped));
+            m.insert("realtime".into(), serde_json::to_value(&r.rt)?);
+        }
+        list.push(v);
+    }
+    Ok(Value::Array(list))
+}
+
+/// One line per CPU, like oslat's columns: the largest gap (or tick deviation), the
+/// stolen time (or spikes); the merged results follow.
+fn per_cpu_lines(runs: &[CpuRun]) -> String {
+    let mut s = String::new();
+    for r in runs {
+        let cpu = r.rt.cpu.unwrap_or(0);
+        let line = match &r.rec {
+            Rec::Gaps(g) => {
+                let rep = g.report();
+                format!(
+                    "CPU {cpu:>3} ({:>6})  reads {:>12}  max gap {:>9}  stolen {:>9} ({:.4}%)",
+                    r.tid,
+                    rep.reads,
+                    rep.gaps.max_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    fmt_ns(rep.stolen_ns),
+                    100.0 * rep.stolen_fraction
+                )
+            }
+            Rec::Ticks(t) => {
+                let rep = t.report();
+                format!(
+                    "CPU {cpu:>3} ({:>6})  ticks {:>10}  max interval-P {:>9}  spikes {:>8}",
+                    r.tid,
+                    rep.ticks,
+                    rep.deviation
+                        .max_ns
+                        .map(fmt_ns)
+                        .unwrap_or_else(|| "-".into()),
+                    rep.spikes_total
+                )
+            }
+        };
+        s.push_str(&line);
+        s.push('\n');
+    }
+    s.push_str("all CPUs:\n");
+    s
 }
 
 #[derive(Clone, Copy)]
@@ -200,7 +405,7 @@ fn run_gaps(
     lim: Limits,
     samples: &mut Option<SampleWriter>,
     quiet: bool,
-) -> Result<(GapReport, &'static str)> {
+) -> Result<(GapRecorder, &'static str)> {
     let start = clock::now(clk).ns;
     let end = lim
         .duration
@@ -242,7 +447,7 @@ fn run_gaps(
             break "signal";
         }
     };
-    Ok((rec.report(), stopped))
+    Ok((rec, stopped))
 }
 
 /// The dummy program: spin to each tick of the grid, timestamp, record.
@@ -253,7 +458,7 @@ fn run_ticks(
     lim: Limits,
     samples: &mut Option<SampleWriter>,
     quiet: bool,
-) -> Result<(TickReport, &'static str)> {
+) -> Result<(TickRecorder, &'static str)> {
     let end = lim
         .duration
         .map_or(i64::MAX, |d| start.saturating_add(d.as_nanos()));
@@ -299,7 +504,7 @@ fn run_ticks(
             );
         }
     };
-    Ok((rec.report(), stopped))
+    Ok((rec, stopped))
 }
 
 fn human_gaps(r: &GapReport) -> String {
@@ -327,14 +532,7 @@ fn human_gaps(r: &GapReport) -> String {
         ),
     ]));
     s.push_str("\ngap shape (power-of-two ranges)\n");
-    for b in &r.gaps_pow2 {
-        s.push_str(&format!(
-            "  [{:>9}, {:>9})  {:>12}\n",
-            fmt_ns(b.from_ns),
-            fmt_ns(b.to_ns),
-            b.count
-        ));
-    }
+    s.push_str(&pow2_histogram(&r.gaps_pow2));
     s
 }
 

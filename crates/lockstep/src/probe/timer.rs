@@ -8,20 +8,26 @@
 //! deadlines, the histogram — lives in the sans-IO core.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use lockstep_core::measure::timer::{TimerReport, TimerState};
+use lockstep_core::audit::cpulist;
+use lockstep_core::measure::noise::pow2_buckets;
+use lockstep_core::measure::timer::{ThresholdHit, TimerReport, TimerState};
 use lockstep_core::sched::{Policy, WaitStrategy};
+use lockstep_core::stats::Summary;
 use lockstep_core::{Duration, Instant};
+use lockstep_linux::rt::RtRequest;
 use lockstep_linux::{signal, tracefs};
 use serde_json::{json, Value};
 
 use crate::cli::{
     parse_duration_positive, parse_interval, LengthArgs, OutputArgs, RtArgs, WaitArgs,
 };
-use crate::report::human::{dist_table, fmt_ns, kv};
-use crate::report::{Output, ResultDoc};
+use crate::report::human::{dist_table, fmt_ns, kv, pow2_histogram};
+use crate::report::{Output, ResultDoc, SampleWriter};
 use crate::{CheckFailed, EnvError, UsageError};
 
 /// Run length when neither --duration nor --count is given.
@@ -36,6 +42,11 @@ pub struct TimerArgs {
     /// buffer, stop tracing (cyclictest -b) and exit with status 1.
     #[arg(long, short = 'b', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub threshold: Option<Duration>,
+    /// One measuring thread per CPU of this list (`0-3,6`; cyclictest -t -a LIST), each
+    /// pinned and set up as the single thread would be (--priority, --policy, …);
+    /// results per CPU and merged. Not with --cpu.
+    #[arg(long, value_name = "LIST", value_parser = super::parse_cpus, conflicts_with = "cpu")]
+    pub cpus: Option<super::CpuList>,
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
@@ -118,53 +129,97 @@ pub(crate) fn progress_head(
     }
 }
 
+/// The columns of the per-wake-up CSV.
+const SAMPLE_HEADER: [&str; 4] = ["index", "deadline_ns", "wake_ns", "latency_ns"];
+
+/// What every measuring thread shares: the settings, the trace files and the stop of
+/// the whole run (set by the thread that crosses --threshold, or fails).
+struct Plan<'a> {
+    args: &'a TimerArgs,
+    duration: Option<Duration>,
+    count: Option<u64>,
+    tracer: Option<&'a tracefs::TraceMarker>,
+    halt: &'a AtomicBool,
+}
+
+impl Plan<'_> {
+    /// The waiter of one thread: spinning whole periods under SCHED_FIFO would trip
+    /// RT throttling, so a quarter of each period is kept for sleeping.
+    fn waiter(&self) -> lockstep_linux::Waiter {
+        let interval = self.args.interval.as_nanos();
+        self.args
+            .wait
+            .waiter()
+            .with_max_margin(Duration(interval / 4 * 3))
+    }
+
+    fn state(&self, start_ns: i64) -> Result<TimerState> {
+        let mut state =
+            TimerState::new(self.args.interval, start_ns).map_err(|e| UsageError(e.to_string()))?;
+        if let Some(t) = self.args.threshold {
+            state = state
+                .with_threshold(t)
+                .map_err(|e| UsageError(format!("--threshold: {e}")))?;
+        }
+        Ok(state)
+    }
+
+    /// Why to stop now, if another thread or a signal says so.
+    fn stop_asked(&self) -> Option<Stop> {
+        if signal::stop_requested() {
+            Some(Stop::Signal)
+        } else if self.halt.load(Ordering::Relaxed) {
+            Some(Stop::Threshold)
+        } else {
+            None
+        }
+    }
+}
+
+/// One measuring thread's run.
+struct CpuRun {
+    tid: i32,
+    rt: lockstep_linux::rt::RtState,
+    state: TimerState,
+    stop: Stop,
+    last_latency: i64,
+    /// With --strategy hybrid: the final margin.
+    hybrid: Option<Value>,
+    /// The marker written on a threshold hit, and whether tracing stopped.
+    trace: Option<Value>,
+    trace_error: Option<String>,
+}
+
 pub fn run(args: TimerArgs) -> Result<()> {
     let (duration, count) = args.length.or_default(DEFAULT_LENGTH);
-    let clock = args.wait.clock;
-    let interval = args.interval;
     // Validate everything before touching the system.
-    TimerState::new(interval, 0).map_err(|e| UsageError(format!("--interval: {e}")))?;
-    // Spinning whole periods under SCHED_FIFO would trip RT throttling: keep a quarter
-    // of each period for sleeping.
-    let waiter = args
-        .wait
-        .waiter()
-        .with_max_margin(Duration(interval.as_nanos() / 4 * 3));
-    waiter.check().map_err(|e| EnvError(e.to_string()))?;
+    TimerState::new(args.interval, 0).map_err(|e| UsageError(format!("--interval: {e}")))?;
+    let halt = AtomicBool::new(false);
+    let plan = Plan {
+        args: &args,
+        duration,
+        count,
+        tracer: None,
+        halt: &halt,
+    };
+    plan.waiter().check().map_err(|e| EnvError(e.to_string()))?;
     let req = args.rt.request();
+    let cpus = args.cpus.as_ref().map(|c| c.0.clone());
     let config = json!({
-        "interval_ns": interval.as_nanos(),
+        "interval_ns": args.interval.as_nanos(),
         "duration_ns": duration.map(|d| d.as_nanos()),
         "count": count,
-        "clock": clock,
+        "clock": args.wait.clock,
         "strategy": args.wait.strategy,
         "margin_ns": args.wait.margin.as_nanos(),
         "threshold_ns": args.threshold.map(|d| d.as_nanos()),
+        "cpus": cpus,
         "rt_request": req,
     });
     let out = Output::new(&args.out)?;
-    let mut samples = out.sample_writer(&["index", "deadline_ns", "wake_ns", "latency_ns"])?;
     let mut doc = ResultDoc::new("probe.timer", config);
     // Open the trace files before the run, so that the spike costs two writes.
-    let tracer = args.threshold.map(|_| tracefs::TraceMarker::open());
-
-    let rt = lockstep_linux::rt::apply(&req)?;
-    doc.set_realtime(&rt);
-    if rt.policy == Policy::Other {
-        doc.warn("no SCHED_FIFO: latencies include normal scheduling (use --priority 90)");
-    } else if args.wait.strategy != WaitStrategy::Sleep {
-        doc.warn(format!(
-            "{} strategy under a real-time policy: the kernel's RT throttling (kernel.sched_rt_runtime_us) may take the CPU away when the thread spins most of the time",
-            args.wait.strategy
-        ));
-    }
-    if !args.rt.dma_latency_zero {
-        doc.warn(
-            "/dev/cpu_dma_latency not held: idle-state exits add to every wake-up \
-             (cyclictest holds it at 0 by default; pass --dma-latency-zero to compare like with like)",
-        );
-    }
-    let tracer = match tracer {
+    let tracer = match args.threshold.map(|_| tracefs::TraceMarker::open()) {
         Some(Ok(t)) => Some(t),
         Some(Err(e)) => {
             doc.warn(format!(
@@ -174,36 +229,166 @@ pub fn run(args: TimerArgs) -> Result<()> {
         }
         None => None,
     };
+    let plan = Plan {
+        tracer: tracer.as_ref(),
+        ..plan
+    };
+    let runs = match &cpus {
+        None => vec![measure(
+            &plan,
+            &req,
+            out.sample_writer(&SAMPLE_HEADER)?,
+            args.out.quiet,
+        )?],
+        Some(list) => measure_each(&plan, &req, list, &out)?,
+    };
+    finish(&args, doc, &out, runs)
+}
 
-    let start = waiter.now();
-    let mut state = TimerState::new(interval, start.ns).map_err(|e| UsageError(e.to_string()))?;
-    if let Some(t) = args.threshold {
-        state = state
-            .with_threshold(t)
-            .map_err(|e| UsageError(format!("--threshold: {e}")))?;
+/// One pinned thread per CPU of `cpus`, each set up as `req` says; their runs in the
+/// order of the list.
+fn measure_each(plan: &Plan, req: &RtRequest, cpus: &[usize], out: &Output) -> Result<Vec<CpuRun>> {
+    let base = out.samples_path()?;
+    let mut writers = Vec::with_capacity(cpus.len());
+    for &cpu in cpus {
+        writers.push(match &base {
+            Some(p) => Some(SampleWriter::create(&per_cpu_path(p, cpu), &SAMPLE_HEADER)?),
+            None => None,
+        });
     }
-    let end_ns = duration.map(|d| start.ns.saturating_add(d.as_nanos()));
-    let mut progress = Progress::new(args.out.quiet, start.ns);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cpus
+            .iter()
+            .zip(writers)
+            .enumerate()
+            .map(|(i, (&cpu, w))| {
+                let req = RtRequest {
+                    cpu: Some(cpu),
+                    ..req.clone()
+                };
+                // one progress line for the run: the first thread's
+                let quiet = plan.args.out.quiet || i > 0;
+                s.spawn(move || measure(plan, &req, w, quiet))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a measuring thread panicked"))?
+            })
+            .collect()
+    })
+}
+
+/// `samples.csv` → `samples.cpu3.csv`: one sample file per CPU.
+pub(crate) fn per_cpu_path(p: &Path, cpu: usize) -> PathBuf {
+    let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match p.extension() {
+        Some(ext) => format!("{stem}.cpu{cpu}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.cpu{cpu}"),
+    };
+    p.with_file_name(name)
+}
+
+/// Sets up the calling thread as `req` says and measures on it; any failure stops the
+/// other threads of the run too.
+fn measure(
+    plan: &Plan,
+    req: &RtRequest,
+    samples: Option<SampleWriter>,
+    quiet: bool,
+) -> Result<CpuRun> {
+    let r = measure_here(plan, req, samples, quiet);
+    if r.is_err() {
+        plan.halt.store(true, Ordering::Relaxed);
+    }
+    r
+}
+
+fn measure_here(
+    plan: &Plan,
+    req: &RtRequest,
+    mut samples: Option<SampleWriter>,
+    quiet: bool,
+) -> Result<CpuRun> {
+    let rt = lockstep_linux::rt::apply(req)?;
+    let waiter = plan.waiter();
+    let mut state = plan.state(waiter.now().ns)?;
+    let (stop, last_latency) = wake_loop(plan, &waiter, &mut state, &mut samples, quiet)?;
+    if stop == Stop::Threshold && state.threshold_hit().is_some() {
+        plan.halt.store(true, Ordering::Relaxed);
+    }
+    // Freeze the trace right away so the events around the spike stay in the buffer.
+    let (trace, trace_error) = match (state.threshold_hit(), plan.tracer) {
+        (Some(h), Some(t)) => mark_trace(t, &h),
+        _ => (None, None),
+    };
+    if let Some(s) = samples.take() {
+        s.finish()?;
+    }
+    let hybrid = (plan.args.wait.strategy == WaitStrategy::Hybrid)
+        .then(|| json!({"final_ns": waiter.margin().as_nanos(), "adaptive": waiter.is_adaptive()}));
+    Ok(CpuRun {
+        tid: lockstep_linux::rt::thread_id(),
+        rt,
+        state,
+        stop,
+        last_latency,
+        hybrid,
+        trace,
+        trace_error,
+    })
+}
+
+/// Writes the marker of a threshold hit and stops tracing (cyclictest -b).
+fn mark_trace(t: &tracefs::TraceMarker, h: &ThresholdHit) -> (Option<Value>, Option<String>) {
+    let marker = format!(
+        "lockstep probe timer: wake-up {} latency {} ns > threshold {} ns, stopping trace",
+        h.index, h.latency_ns, h.threshold_ns
+    );
+    let done = t.mark_and_stop(&marker);
+    let err = done
+        .as_ref()
+        .err()
+        .map(|e| format!("--threshold: cannot mark and stop the trace: {e}"));
+    let v = json!({
+        "dir": t.dir(),
+        "marker": marker,
+        "tracing_stopped": done.is_ok(),
+    });
+    (Some(v), err)
+}
+
+/// The measuring loop: wait, read the clock, record, until the run's end.
+fn wake_loop(
+    plan: &Plan,
+    waiter: &lockstep_linux::Waiter,
+    state: &mut TimerState,
+    samples: &mut Option<SampleWriter>,
+    quiet: bool,
+) -> Result<(Stop, i64)> {
+    let clock = plan.args.wait.clock;
+    let start_ns = state.first_deadline_ns() - plan.args.interval.as_nanos();
+    let end_ns = plan.duration.map(|d| start_ns.saturating_add(d.as_nanos()));
+    let mut progress = Progress::new(quiet, start_ns);
     let mut deadline = state.first_deadline_ns();
     let mut last_latency = 0i64;
-
     let stop = loop {
-        if signal::stop_requested() {
-            break Stop::Signal;
+        if let Some(s) = plan.stop_asked() {
+            break s;
         }
         // the run's end comes before the next wake-up: stop there, not after it
         if let Some(e) = end_ns.filter(|&e| deadline > e) {
             waiter.wait_until(Instant::new(clock, e));
-            break if signal::stop_requested() {
-                Stop::Signal
-            } else {
-                Stop::Duration
-            };
+            break plan.stop_asked().unwrap_or(Stop::Duration);
         }
         let wake = waiter.wait_until(Instant::new(clock, deadline));
-        if wake.ns < deadline && signal::stop_requested() {
-            // back early: a stop was asked for; this wait is no sample
-            break Stop::Signal;
+        if wake.ns < deadline {
+            if let Some(s) = plan.stop_asked() {
+                // back early: a stop was asked for; this wait is no sample
+                break s;
+            }
         }
         let w = state.record(deadline, wake.ns);
         last_latency = w.latency_ns;
@@ -218,77 +403,81 @@ pub fn run(args: TimerArgs) -> Result<()> {
         if w.over_threshold {
             break Stop::Threshold;
         }
-        if count.is_some_and(|c| state.samples() >= c) {
+        if plan.count.is_some_and(|c| state.samples() >= c) {
             break Stop::Count;
         }
         if end_ns.is_some_and(|e| w.next_deadline_ns > e) {
             break Stop::Duration;
         }
         if progress.due(wake.ns) {
-            let h = state.latency();
-            let head = progress_head(state.elapsed(), duration, state.samples(), count);
-            let p99 = h.percentile(99.0).map(fmt_ns).unwrap_or_default();
-            let max = h.max().map(fmt_ns).unwrap_or_default();
-            eprintln!("{head}  p99={p99} max={max}");
+            progress_line(state, plan);
         }
         deadline = w.next_deadline_ns;
     };
+    Ok((stop, last_latency))
+}
 
-    // Freeze the trace right away so the events around the spike stay in the buffer.
-    let mut trace = Value::Null;
-    let hit = state.threshold_hit();
-    if let (Some(h), Some(t)) = (hit, tracer.as_ref()) {
-        let marker = format!(
-            "lockstep probe timer: wake-up {} latency {} ns > threshold {} ns, stopping trace",
-            h.index, h.latency_ns, h.threshold_ns
-        );
-        let done = t.mark_and_stop(&marker);
-        if let Err(e) = &done {
-            doc.warn(format!("--threshold: cannot mark and stop the trace: {e}"));
+fn progress_line(state: &TimerState, plan: &Plan) {
+    let h = state.latency();
+    let head = progress_head(state.elapsed(), plan.duration, state.samples(), plan.count);
+    let p99 = h.percentile(99.0).map(fmt_ns).unwrap_or_default();
+    let max = h.max().map(fmt_ns).unwrap_or_default();
+    eprintln!("{head}  p99={p99} max={max}");
+}
+
+/// Why the whole run ended: a threshold or a signal in any thread, else the first's.
+fn run_stop(runs: &[CpuRun]) -> Stop {
+    let any = |s: Stop| runs.iter().any(|r| r.stop == s);
+    if any(Stop::Threshold) {
+        Stop::Threshold
+    } else if any(Stop::Signal) {
+        Stop::Signal
+    } else {
+        runs.first().map_or(Stop::Duration, |r| r.stop)
+    }
+}
+
+/// The result document and the text of the finished runs.
+fn finish(args: &TimerArgs, mut doc: ResultDoc, out: &Output, runs: Vec<CpuRun>) -> Result<()> {
+    let Some(first) = runs.first() else {
+        anyhow::bail!("no measuring thread ran");
+    };
+    doc.set_realtime(&first.rt);
+    let multi = args.cpus.is_some();
+    if let (true, Value::Object(rt)) = (multi, &mut doc.realtime) {
+        rt.insert("cpu".into(), Value::Null);
+        rt.insert("cpus".into(), json!(args.cpus.as_ref().map(|c| &c.0)));
+    }
+    rt_warnings(&mut doc, args, first.rt.policy);
+    let mut merged = first.state.clone();
+    for r in &runs[1..] {
+        merged.merge(&r.state);
+    }
+    let report = merged.report();
+    run_warnings(&mut doc, &report, args.wait.clock);
+    for r in &runs {
+        if let Some(e) = &r.trace_error {
+            doc.warn(e.clone());
         }
-        trace = json!({
-            "dir": t.dir(),
-            "marker": marker,
-            "tracing_stopped": done.is_ok(),
-        });
     }
-    let thread = rt.describe();
-    drop(rt);
-    if let Some(s) = samples.take() {
-        s.finish()?;
-    }
-
-    let report = state.report();
-    if report.overruns > 0 {
-        doc.warn(format!(
-            "{} wake-ups came more than one interval late ({} deadlines skipped); the interval may be too short for this system",
-            report.overruns, report.missed_periods
-        ));
-    }
-    if report.early_wakeups > 0 {
-        doc.warn(format!(
-            "{} wake-ups before their deadline: the {clock} clock was stepped back during the run",
-            report.early_wakeups
-        ));
-    }
-    let summary_line = final_line(&report, &doc, last_latency);
+    let stop = run_stop(&runs);
     let results = serde_json::to_value(&report).context("cannot encode the report")?;
     if let Value::Object(map) = results {
         doc.results.extend(map);
     }
     doc.insert("stopped_by", stop.name());
-    if args.wait.strategy == WaitStrategy::Hybrid {
-        doc.insert(
-            "hybrid_margin",
-            json!({"final_ns": waiter.margin().as_nanos(), "adaptive": waiter.is_adaptive()}),
-        );
+    if let Some(h) = &first.hybrid {
+        doc.insert("hybrid_margin", h);
     }
-    if !trace.is_null() {
-        doc.insert("trace", trace);
+    if let Some(t) = runs.iter().find_map(|r| r.trace.as_ref()) {
+        doc.insert("trace", t);
     }
+    if multi {
+        doc.insert("per_cpu", per_cpu_results(&runs)?);
+    }
+    let hit = report.threshold;
     doc.check_failed = hit.is_some();
-
-    out.human(&human(&report, &doc, &summary_line, thread, stop));
+    out.human(&human_text(&report, &doc, &runs, &merged, stop, multi));
     out.finish(&doc)?;
     match hit {
         Some(h) => Err(CheckFailed(format!(
@@ -303,8 +492,119 @@ pub fn run(args: TimerArgs) -> Result<()> {
     }
 }
 
+/// Warnings about how the threads were set up.
+fn rt_warnings(doc: &mut ResultDoc, args: &TimerArgs, policy: Policy) {
+    if policy == Policy::Other {
+        doc.warn("no SCHED_FIFO: latencies include normal scheduling (use --priority 90)");
+    } else if args.wait.strategy != WaitStrategy::Sleep {
+        doc.warn(format!(
+            "{} strategy under a real-time policy: the kernel's RT throttling (kernel.sched_rt_runtime_us) may take the CPU away when the thread spins most of the time",
+            args.wait.strategy
+        ));
+    }
+    if !args.rt.dma_latency_zero {
+        doc.warn(
+            "/dev/cpu_dma_latency not held: idle-state exits add to every wake-up \
+             (cyclictest holds it at 0 by default; pass --dma-latency-zero to compare like with like)",
+        );
+    }
+}
+
+/// Warnings about what the run saw.
+fn run_warnings(doc: &mut ResultDoc, report: &TimerReport, clock: lockstep_core::ClockId) {
+    if report.overruns > 0 {
+        doc.warn(format!(
+            "{} wake-ups came more than one interval late ({} deadlines skipped); the interval may be too short for this system",
+            report.overruns, report.missed_periods
+        ));
+    }
+    if report.early_wakeups > 0 {
+        doc.warn(format!(
+            "{} wake-ups before their deadline: the {clock} clock was stepped back during the run",
+            report.early_wakeups
+        ));
+    }
+}
+
+/// `results.per_cpu`: each thread's results, with its CPU, thread id and set-up.
+fn per_cpu_results(runs: &[CpuRun]) -> Result<Value> {
+    let mut list = Vec::with_capacity(runs.len());
+    for r in runs {
+        let mut v = serde_json::to_value(r.state.report()).context("cannot encode the report")?;
+        if let Value::Object(m) = &mut v {
+            m.insert("cpu".into(), json!(r.rt.cpu));
+            m.insert("tid".into(), json!(r.tid));
+            m.insert("stopped_by".into(), json!(r.stop.name()));
+            m.insert("realtime".into(), serde_json::to_value(&r.rt)?);
+        }
+        list.push(v);
+    }
+    Ok(Value::Array(list))
+}
+
+/// The text: cyclictest's line per thread (and the merged one), the table, the
+/// details, the histogram, the warnings.
+fn human_text(
+    report: &TimerReport,
+    doc: &ResultDoc,
+    runs: &[CpuRun],
+    merged: &TimerState,
+    stop: Stop,
+    multi: bool,
+) -> String {
+    let mut lines = String::new();
+    for (i, r) in runs.iter().enumerate() {
+        let label = format!("T:{i:>2} ({:>5})", r.tid);
+        lines.push_str(&final_line(&label, &r.state.report(), doc, r.last_latency));
+        lines.push('\n');
+    }
+    let mut rows = Vec::new();
+    let per_cpu: Vec<(String, TimerReport)> = runs
+        .iter()
+        .map(|r| (format!("CPU {}", r.rt.cpu.unwrap_or(0)), r.state.report()))
+        .collect();
+    if multi {
+        let label = format!("T:all ({:>5})", std::process::id());
+        let act = runs.last().map_or(0, |r| r.last_latency);
+        lines.push_str(&final_line(&label, report, doc, act));
+        lines.push('\n');
+        rows.extend(per_cpu.iter().map(|(n, r)| (n.as_str(), &r.latency)));
+        rows.push(("all", &report.latency));
+    } else {
+        rows.push(("latency", &report.latency));
+    }
+    let mut thread = runs.first().map(|r| r.rt.describe()).unwrap_or_default();
+    let mut max_at = String::new();
+    if multi {
+        let cpus: Vec<usize> = runs.iter().filter_map(|r| r.rt.cpu).collect();
+        for c in &cpus {
+            thread = thread.replace(&format!(" on CPU {c}"), "");
+        }
+        thread = format!("one each on CPUs {}: {thread}", cpulist::format(&cpus));
+        let at = per_cpu.iter().find(|(_, r)| r.max_at == report.max_at);
+        if let Some((name, _)) = at {
+            max_at = format!(" on {name}");
+        }
+    }
+    let hist = histogram_text(merged);
+    human(report, doc, &lines, &rows, (thread, &max_at), stop, &hist)
+}
+
+/// The latency histogram at the end of the text (power-of-two ranges; early wake-ups,
+/// which only a stepped clock makes, are counted apart and not drawn).
+fn histogram_text(state: &TimerState) -> String {
+    let buckets = pow2_buckets(state.latency());
+    if buckets.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nlatency histogram (power-of-two ranges)\n{}",
+        pow2_histogram(&buckets)
+    )
+}
+
 /// cyclictest's one-line summary (values in whole microseconds, as it prints them).
-fn final_line(r: &TimerReport, doc: &ResultDoc, act_ns: i64) -> String {
+fn final_line(label: &str, r: &TimerReport, doc: &ResultDoc, act_ns: i64) -> String {
     let us = |v: Option<i64>| v.map_or(0, |ns| ns / 1_000);
     let prio = doc
         .realtime
@@ -312,8 +612,7 @@ fn final_line(r: &TimerReport, doc: &ResultDoc, act_ns: i64) -> String {
         .and_then(Value::as_i64)
         .unwrap_or(0);
     format!(
-        "T: 0 ({:>5}) P:{prio:>2} I:{} C:{:>8} Min:{:>7} Act:{:>5} Avg:{:>5} Max:{:>8}",
-        std::process::id(),
+        "{label} P:{prio:>2} I:{} C:{:>8} Min:{:>7} Act:{:>5} Avg:{:>5} Max:{:>8}",
         Duration::from_nanos(r.interval_ns),
         r.samples,
         us(r.latency.min_ns),
@@ -325,11 +624,19 @@ fn final_line(r: &TimerReport, doc: &ResultDoc, act_ns: i64) -> String {
     )
 }
 
-fn human(r: &TimerReport, doc: &ResultDoc, line: &str, thread: String, stop: Stop) -> String {
+fn human(
+    r: &TimerReport,
+    doc: &ResultDoc,
+    lines_top: &str,
+    rows: &[(&str, &Summary)],
+    (thread, max_where): (String, &str),
+    stop: Stop,
+    hist: &str,
+) -> String {
     let mut s = String::new();
-    s.push_str(line);
-    s.push_str("\n\nwake-up latency\n");
-    s.push_str(&dist_table(&[("latency", &r.latency)]));
+    s.push_str(lines_top);
+    s.push_str("\nwake-up latency\n");
+    s.push_str(&dist_table(rows));
     let mut lines = vec![
         (
             "overruns",
@@ -343,7 +650,7 @@ fn human(r: &TimerReport, doc: &ResultDoc, line: &str, thread: String, stop: Sto
         lines.push((
             "max at",
             format!(
-                "wake-up {} ({} after start)",
+                "wake-up {}{max_where} ({} after start)",
                 m.index,
                 fmt_ns(m.since_start_ns)
             ),
@@ -351,6 +658,7 @@ fn human(r: &TimerReport, doc: &ResultDoc, line: &str, thread: String, stop: Sto
     }
     s.push('\n');
     s.push_str(&kv(&lines));
+    s.push_str(hist);
     for w in &doc.warnings {
         s.push_str(&format!("warning: {w}\n"));
     }

@@ -1,6 +1,7 @@
 //! Human summaries that read like cyclictest's and sockperf's: one row per
 //! distribution, fixed columns, compact units.
 
+use lockstep_core::measure::noise::Pow2Bucket;
 use lockstep_core::stats::Summary;
 
 /// A nanosecond value in a compact unit: `850ns`, `12.34us`, `1.234ms`, `2.500s`.
@@ -73,6 +74,29 @@ pub fn kv(lines: &[(&str, String)]) -> String {
         .collect()
 }
 
+/// Width of the longest bar of a text histogram.
+const BAR_WIDTH: u64 = 40;
+
+/// A text histogram of power-of-two ranges, like cyclictest's `-h` but compact: one
+/// line per non-empty range `[from, to)` with its count and a bar of `#` as long as
+/// the count is against the largest one (at least one `#`, so a lone outlier shows).
+pub fn pow2_histogram(buckets: &[Pow2Bucket]) -> String {
+    let top = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    buckets
+        .iter()
+        .map(|b| {
+            let bar = (b.count.saturating_mul(BAR_WIDTH) / top).max(1) as usize;
+            format!(
+                "  [{:>9}, {:>9})  {:>12}  {}\n",
+                fmt_ns(b.from_ns),
+                fmt_ns(b.to_ns),
+                b.count,
+                "#".repeat(bar)
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +108,32 @@ mod tests {
         assert_eq!(fmt_ns(1_234_567), "1.235ms");
         assert_eq!(fmt_ns(2_500_000_000), "2.500s");
         assert_eq!(fmt_ns(-5_000), "-5.00us");
+    }
+
+    #[test]
+    fn histogram_bars_follow_the_counts() {
+        let b = |from_ns, to_ns, count| Pow2Bucket {
+            from_ns,
+            to_ns,
+            count,
+        };
+        let text = pow2_histogram(&[
+            b(1024, 2048, 1000),
+            b(2048, 4096, 500),
+            b(1 << 20, 1 << 21, 1),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            lines[0],
+            format!("  [   1.02us,    2.05us)          1000  {}", "#".repeat(40))
+        );
+        assert!(lines[1].ends_with(&format!(" 500  {}", "#".repeat(20))));
+        assert!(
+            lines[2].ends_with(" 1  #"),
+            "a lone outlier still shows: {}",
+            lines[2]
+        );
+        assert_eq!(pow2_histogram(&[]), "");
     }
 }

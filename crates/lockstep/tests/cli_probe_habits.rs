@@ -1,0 +1,216 @@
+//! The probes' habits users bring from cyclictest and oslat: the timer's text
+//! histogram, one measuring thread per CPU (`--cpus`). Only structure and counts are
+//! asserted, never timing values (the machine is shared).
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn lockstep(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(args)
+        .output()
+        .expect("the lockstep binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is one JSON document ({e}): {}\nstderr: {}",
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
+/// The counts of the histogram lines after `heading` (`  [from, to)  count  ###`).
+fn histogram_counts(text: &str, heading: &str) -> Vec<u64> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(heading))
+        .skip(1)
+        .take_while(|l| l.starts_with("  ["))
+        .map(|l| {
+            let after = l.split(')').nth(1).unwrap_or_default();
+            let mut f = after.split_whitespace();
+            let count = f.next().and_then(|c| c.parse().ok()).unwrap_or(0);
+            assert!(
+                f.next().is_some_and(|bar| bar.chars().all(|c| c == '#')),
+                "{l}"
+            );
+            count
+        })
+        .collect()
+}
+
+#[test]
+fn timer_text_ends_with_a_histogram_of_every_wakeup() {
+    let o = lockstep(&[
+        "probe",
+        "timer",
+        "-i",
+        "1ms",
+        "-l",
+        "50",
+        "--no-mlock",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let counts = histogram_counts(&text, "latency histogram");
+    assert!(!counts.is_empty(), "{text}");
+    assert_eq!(counts.iter().sum::<u64>(), 50, "{text}");
+    let help = stdout(&lockstep(&["probe", "timer", "--help"]));
+    assert!(help.contains("latency histogram"), "{help}");
+}
+
+/// `0-1` on a host with two CPUs or more this process may use, else `0`.
+fn cpu_list() -> (&'static str, usize) {
+    match std::thread::available_parallelism().map(|n| n.get()) {
+        Ok(n) if n >= 2 => ("0-1", 2),
+        _ => ("0", 1),
+    }
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "lockstep-probe-habits-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn timer_cpus_measures_on_each_cpu_and_merges() {
+    let (list, n) = cpu_list();
+    let dir = scratch("timer-cpus");
+    let out = dir.display().to_string();
+    let o = lockstep(&[
+        "probe",
+        "timer",
+        "--cpus",
+        list,
+        "-i",
+        "1ms",
+        "-l",
+        "20",
+        "--no-mlock",
+        "-q",
+        "--json",
+        "--output",
+        &out,
+        "--samples",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc = json(&o);
+    let r = &doc["results"];
+    let per = r["per_cpu"].as_array().expect("per_cpu");
+    assert_eq!(per.len(), n, "{r}");
+    for (i, p) in per.iter().enumerate() {
+        assert_eq!(p["cpu"].as_u64(), Some(i as u64), "{p}");
+        assert_eq!(p["samples"].as_u64(), Some(20), "{p}");
+        assert_eq!(p["latency"]["count"].as_u64(), Some(20), "{p}");
+        assert_eq!(p["realtime"]["cpu"].as_u64(), Some(i as u64), "{p}");
+        assert!(p["tid"].as_i64().is_some_and(|t| t > 0), "{p}");
+        let csv = dir.join(format!("samples.cpu{i}.csv"));
+        let rows = std::fs::read_to_string(&csv).expect("a sample file per CPU");
+        assert_eq!(rows.lines().count(), 21, "{}", csv.display());
+    }
+    assert_eq!(r["samples"].as_u64(), Some(20 * n as u64), "{r}");
+    assert_eq!(r["latency"]["count"].as_u64(), Some(20 * n as u64));
+    assert_eq!(doc["realtime"]["cpus"].as_array().map(Vec::len), Some(n));
+    assert!(doc["realtime"]["cpu"].is_null());
+    // the text: cyclictest's line per thread, then the merged one
+    let text = stderr(&o);
+    for i in 0..n {
+        assert!(text.contains(&format!("T:{i:>2} (")), "{text}");
+    }
+    assert!(text.contains("T:all ("), "{text}");
+    let counts = histogram_counts(&text, "latency histogram");
+    assert_eq!(counts.iter().sum::<u64>(), 20 * n as u64, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn noise_cpus_measures_on_each_cpu_and_merges() {
+    let (list, n) = cpu_list();
+    let o = lockstep(&[
+        "probe",
+        "noise",
+        "--cpus",
+        list,
+        "--period",
+        "1ms",
+        "-l",
+        "30",
+        "--no-mlock",
+        "-q",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc = json(&o);
+    let r = &doc["results"];
+    let per = r["per_cpu"].as_array().expect("per_cpu");
+    assert_eq!(per.len(), n, "{r}");
+    for p in per {
+        assert_eq!(p["ticks"].as_u64(), Some(30), "{p}");
+        assert_eq!(p["deviation"]["count"].as_u64(), Some(29), "{p}");
+    }
+    assert_eq!(r["ticks"].as_u64(), Some(30 * n as u64), "{r}");
+    assert_eq!(r["deviation"]["count"].as_u64(), Some(29 * n as u64), "{r}");
+    let o = lockstep(&[
+        "probe",
+        "noise",
+        "--cpus",
+        list,
+        "-l",
+        "1000",
+        "--no-mlock",
+        "-q",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &json(&o)["results"];
+    assert_eq!(r["reads"].as_u64(), Some(1000 * n as u64), "{r}");
+    assert_eq!(r["per_cpu"].as_array().map(Vec::len), Some(n));
+}
+
+#[test]
+fn cpus_and_cpu_together_or_a_bad_list_are_usage_errors() {
+    for probe in ["timer", "noise"] {
+        let o = lockstep(&["probe", probe, "--cpus", "0", "--cpu", "0", "-l", "1"]);
+        assert_eq!(o.status.code(), Some(2), "{probe}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--cpu"), "{}", stderr(&o));
+        for bad in ["", "3-1", "x", "0-70000"] {
+            let o = lockstep(&["probe", probe, "--cpus", bad, "-l", "1"]);
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "{probe} --cpus {bad:?}: {}",
+                stderr(&o)
+            );
+            assert!(stderr(&o).contains("--cpus"), "{}", stderr(&o));
+        }
+    }
+    // a CPU that is not online: refused before measuring
+    let o = lockstep(&[
+        "probe",
+        "timer",
+        "--cpus",
+        "0,4095",
+        "-l",
+        "1",
+        "--no-mlock",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CPU 4095"), "{}", stderr(&o));
+}
