@@ -257,7 +257,8 @@ fn is_node(k: ProcKind) -> bool {
 }
 
 /// What a load did.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct LoadResult {
     pub load: String,
     pub sent_packets: Option<u64>,
@@ -864,9 +865,18 @@ fn check_tools(s: &Scenario) -> Result<()> {
 }
 
 fn load_table(outcomes: &[RunOutcome]) -> Option<String> {
+    let runs: Vec<(&str, &[LoadResult])> = outcomes
+        .iter()
+        .map(|o| (o.run.label.as_str(), &o.loads[..]))
+        .collect();
+    loads_table(&runs)
+}
+
+/// What each run's best-effort loads delivered, a line each (`None`: no loads).
+pub(crate) fn loads_table(runs: &[(&str, &[LoadResult])]) -> Option<String> {
     let mut out = String::new();
-    for o in outcomes {
-        for l in &o.loads {
+    for (label, loads) in runs {
+        for l in loads.iter() {
             let pps = l
                 .received_pps
                 .map(|p| format!("{p:.0} pps"))
@@ -886,8 +896,8 @@ fn load_table(outcomes: &[RunOutcome]) -> Option<String> {
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default();
             out.push_str(&format!(
-                "{:<8} {}: delivered {pps}, {bps}{counts}{err}\n",
-                o.run.label, l.load
+                "{label:<8} {}: delivered {pps}, {bps}{counts}{err}\n",
+                l.load
             ));
         }
     }

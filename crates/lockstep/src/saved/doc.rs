@@ -90,6 +90,8 @@ pub struct RunLines {
     pub tf_ns: i64,
     pub flows: Vec<FlowLine>,
     pub faults: Vec<FaultVerdict>,
+    /// The lab's best-effort loads (the simulator's have fewer fields).
+    pub loads: Vec<crate::lab::run::LoadResult>,
 }
 
 /// The shaped switch's results: its report (its rows are another shape).

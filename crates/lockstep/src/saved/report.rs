@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::doc::{self, Doc, Loaded, NetworkResults, Saved};
 use super::probe;
 use crate::lab::results::FlowLine;
+use crate::lab::run::{loads_table, LoadResult};
 use crate::lab::scenario::{RunMode, RunSpec};
 use crate::lab::tables;
 use crate::report::html::{self, LabReport};
@@ -51,7 +52,10 @@ fn page_and_text(loaded: &Loaded) -> (String, String) {
         Saved::Network(d) => (html::render(&report_of(&loaded.saved)), network_human(d)),
         Saved::Shaped(d) => (
             html::render(&report_of(&loaded.saved)),
-            lines(&d.results.report.notes),
+            format!(
+                "simulated (virtual time)\n{}",
+                lines(&d.results.report.notes)
+            ),
         ),
         Saved::Probe(d) => (
             crate::report::probe_page::render(&probe::page(d)),
@@ -108,7 +112,15 @@ fn network_human(d: &Doc<NetworkResults>) -> String {
     let compared = paper.or_else(|| tables::comparison_table(&runs).map(|t| t + "\n"));
     out.push_str(&compared.unwrap_or_default());
     if d.kind == "lab.run" {
-        if let Some(t) = tables::sweep_table(&runs) {
+        let loads: Vec<(&str, &[LoadResult])> = res
+            .runs
+            .iter()
+            .map(|r| (r.label.as_str(), &r.loads[..]))
+            .collect();
+        for t in [tables::sweep_table(&runs), loads_table(&loads)]
+            .into_iter()
+            .flatten()
+        {
             out.push_str(&t);
             out.push('\n');
         }
