@@ -729,6 +729,8 @@ pub fn run(
     let report = html_report(&r, &doc, &out, &tab);
     let crossings = gates.check_runs(&report.runs);
     let failed = gates.record(&mut doc, &crossings);
+    // what report.html shows, so that `lockstep report` can make it again
+    doc.insert("report", &report);
     let text = serde_json::to_string_pretty(&doc)?;
     crate::report::finish_lab_run(&out, &text, &report, &tab, json)?;
     if let Some(i) = interrupted {

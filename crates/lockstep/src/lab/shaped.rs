@@ -1250,6 +1250,8 @@ pub fn run(
     let report = html_report(&s, &doc, &out, &rows, &tab);
     let crossings = gates.check_runs(&report.runs);
     let failed = gates.record(&mut doc, &crossings);
+    // what report.html shows, so that `lockstep report` can make it again
+    doc.insert("report", &report);
     let html = crate::report::html::render(&report);
     crate::report::write_atomic(&out.join("report.html"), html.as_bytes())?;
     let text = serde_json::to_string_pretty(&doc)?;

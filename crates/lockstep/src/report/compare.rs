@@ -28,7 +28,7 @@ pub fn render(c: &CompareDoc, a: &LabReport, b: &LabReport) -> String {
         esc(&title)
     );
     sides(&mut page, c, a, b);
-    for run in &c.runs {
+    for run in c.runs.iter().filter(|r| !r.flows.is_empty()) {
         let _ = write!(page, "<section><h2>{}</h2>", esc(&run.run));
         table(&mut page, &run.flows);
         let probe = c.a.kind.starts_with("probe.");

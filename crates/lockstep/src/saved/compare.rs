@@ -142,7 +142,8 @@ pub fn run(args: CompareArgs) -> Result<()> {
 fn family(s: &Saved) -> &str {
     match s {
         Saved::Network(_) => "TDP scenario runs",
-        Saved::Shaped(_) => "shaped-switch runs",
+        Saved::Tabled(d) if d.kind.ends_with("shaped-switch") => "shaped-switch runs",
+        Saved::Tabled(d) => &d.kind,
         Saved::Probe(d) => &d.kind,
     }
 }
@@ -343,7 +344,8 @@ pub fn human(c: &CompareDoc) -> String {
         ));
     }
     out.push_str("lower is better for every figure; B/A below 1 means B did better\n");
-    for run in &c.runs {
+    // a run whose flows all differ by name is named below, flow by flow
+    for run in c.runs.iter().filter(|r| !r.flows.is_empty()) {
         out.push_str(&format!("\n{}:\n", run.run));
         let mut rows = Vec::new();
         for f in &run.flows {

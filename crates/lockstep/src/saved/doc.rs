@@ -1,7 +1,8 @@
 //! A saved run's `summary.json`, read into types: the fields every result document
 //! shares, and the results of the kinds whose report can be made again from them —
 //! the lab's and the simulator's runs (their report is kept whole under
-//! `results.report`) and the probes (their distributions).
+//! `results.report`; the lab's jitter, rt-service and shaped-switch runs keep it
+//! since this version) and the probes (their distributions).
 
 use std::path::{Path, PathBuf};
 
@@ -35,7 +36,7 @@ pub enum SavedError {
         field: String,
         message: String,
     },
-    #[error("{path}: a `{kind}` document keeps no report to make again (saved runs of `lab run` and `sim run` of TDP and shaped-switch scenarios, and of the probes, do)", path = .path.display())]
+    #[error("{path}: a `{kind}` document keeps no report to make again (saved runs of `lab run`, `sim run` and the probes do)", path = .path.display())]
     Unsupported { path: PathBuf, kind: String },
 }
 
@@ -94,9 +95,10 @@ pub struct RunLines {
     pub loads: Vec<crate::lab::run::LoadResult>,
 }
 
-/// The shaped switch's results: its report (its rows are another shape).
+/// The results of the kinds whose summary is one table (the shaped switch, the
+/// jitter and rt-service methods): their report, whose notes are that table.
 #[derive(Debug, Deserialize)]
-pub struct ShapedResults {
+pub struct TabledResults {
     pub report: LabReport,
 }
 
@@ -165,8 +167,8 @@ pub struct SeqTotals {
 pub enum Saved {
     /// `lab.run`, `sim.run`: a TDP scenario's runs.
     Network(Doc<NetworkResults>),
-    /// `sim.shaped-switch`.
-    Shaped(Doc<ShapedResults>),
+    /// `sim.shaped-switch`, `lab.shaped-switch`, `lab.jitter`, `lab.rt-service`.
+    Tabled(Doc<TabledResults>),
     /// `probe.*`.
     Probe(Box<Doc<ProbeResults>>),
 }
@@ -192,7 +194,7 @@ impl Saved {
     pub fn kind(&self) -> &str {
         match self {
             Saved::Network(d) => &d.kind,
-            Saved::Shaped(d) => &d.kind,
+            Saved::Tabled(d) => &d.kind,
             Saved::Probe(d) => &d.kind,
         }
     }
@@ -227,7 +229,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Saved, SavedError> {
     let head: Head = typed(path, text)?;
     match head.kind.as_str() {
         "lab.run" | "sim.run" => Ok(Saved::Network(typed(path, text)?)),
-        "sim.shaped-switch" => Ok(Saved::Shaped(typed(path, text)?)),
+        "sim.shaped-switch" | "lab.shaped-switch" | "lab.jitter" | "lab.rt-service" => {
+            Ok(Saved::Tabled(typed(path, text)?))
+        }
         k if PROBE_KINDS.contains(&k) => Ok(Saved::Probe(Box::new(typed(path, text)?))),
         _ => Err(SavedError::Unsupported {
             path: path.to_path_buf(),

@@ -50,13 +50,17 @@ pub fn run(args: ReportArgs) -> Result<()> {
 fn page_and_text(loaded: &Loaded) -> (String, String) {
     match &loaded.saved {
         Saved::Network(d) => (html::render(&report_of(&loaded.saved)), network_human(d)),
-        Saved::Shaped(d) => (
-            html::render(&report_of(&loaded.saved)),
-            format!(
-                "simulated (virtual time)\n{}",
-                lines(&d.results.report.notes)
-            ),
-        ),
+        Saved::Tabled(d) => {
+            let sim = if d.kind.starts_with("sim.") {
+                "simulated (virtual time)\n"
+            } else {
+                ""
+            };
+            (
+                html::render(&report_of(&loaded.saved)),
+                format!("{sim}{}", lines(&d.results.report.notes)),
+            )
+        }
         Saved::Probe(d) => (
             crate::report::probe_page::render(&probe::page(d)),
             probe::human(d),
@@ -69,7 +73,7 @@ fn page_and_text(loaded: &Loaded) -> (String, String) {
 pub fn report_of(saved: &Saved) -> LabReport {
     match saved {
         Saved::Network(d) => page(d.results.report.clone(), d),
-        Saved::Shaped(d) => page(d.results.report.clone(), d),
+        Saved::Tabled(d) => page(d.results.report.clone(), d),
         Saved::Probe(d) => probe::lab_report(d),
     }
 }
