@@ -1,8 +1,10 @@
 //! `lockstep report DIR` and `lockstep compare A B`, end to end through the binary
 //! (no root needed):
 //! - a simulated run's report.html, deleted, is made again byte for byte from its
-//!   directory; `--output FILE` writes it elsewhere, `--json` prints the document;
+//!   directory, and the summary it printed but for the wall-clock lines; `--output
+//!   FILE` writes the page elsewhere, `--json` prints the document;
 //! - a probe's saved result (`probe timer --output`) gets a page and its summary;
+//!   two timer runs compare their wake-up latency with the ratios of their summaries;
 //! - two simulations of line.toml (an ideal host and one that acts 20 µs late)
 //!   compared: every ratio is B/A of the figures in the two summaries, the better
 //!   side the lower one; the page is self-contained; a flow only one side has is
@@ -26,13 +28,38 @@ fn dir(tag: &str) -> PathBuf {
     d
 }
 
-fn simulate(out: &Path, extra: &[&str]) {
+/// Simulates line.toml into `out`; what it printed.
+fn simulate(out: &Path, extra: &[&str]) -> String {
     let line = scenario("line.toml");
     let o = out.display().to_string();
     let mut args = vec!["sim", "run", &line, "-D", "200ms", "-q", "-o", &o];
     args.extend_from_slice(extra);
     let r = lockstep(&args);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    String::from_utf8_lossy(&r.stdout).into_owned()
+}
+
+/// A run's printed summary without what a re-rendering cannot know: the wall-clock
+/// lines and where the files are.
+fn content(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.contains(" wall") && !l.starts_with("results:") && !l.starts_with("report:"))
+        .collect()
+}
+
+fn timer(out: &Path) {
+    ok(&[
+        "probe",
+        "timer",
+        "--interval",
+        "1ms",
+        "--duration",
+        "50ms",
+        "--no-mlock",
+        "--output",
+        &s(out),
+        "-q",
+    ]);
 }
 
 fn ok(args: &[&str]) -> std::process::Output {
@@ -70,7 +97,7 @@ fn s(p: &Path) -> String {
 #[test]
 fn a_simulated_runs_report_is_made_again_byte_for_byte() {
     let d = dir("sim");
-    simulate(&d, &[]);
+    let printed = simulate(&d, &[]);
     let page = d.join("report.html");
     let original = std::fs::read(&page).unwrap();
     std::fs::remove_file(&page).unwrap();
@@ -83,6 +110,7 @@ fn a_simulated_runs_report_is_made_again_byte_for_byte() {
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(text.contains("TDP (TF 250us):"), "{text}");
     assert!(text.contains("in window"), "{text}");
+    assert_eq!(content(&text), content(&printed), "the summary differs");
 
     let elsewhere = d.join("again.html");
     let r = ok(&["report", &s(&d), "--json", "--output", &s(&elsewhere)]);
@@ -96,18 +124,7 @@ fn a_simulated_runs_report_is_made_again_byte_for_byte() {
 fn a_probes_saved_result_gets_a_page_and_its_summary() {
     let d = dir("timer");
     let o = s(&d);
-    ok(&[
-        "probe",
-        "timer",
-        "--interval",
-        "1ms",
-        "--duration",
-        "50ms",
-        "--no-mlock",
-        "--output",
-        &o,
-        "-q",
-    ]);
+    timer(&d);
     let r = ok(&["report", &o]);
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(text.contains("wake-up latency"), "{text}");
@@ -219,6 +236,38 @@ fn two_simulations_compare_figure_by_figure() {
 }
 
 #[test]
+fn two_timer_probes_compare_their_wake_up_latency() {
+    let (a, b) = (dir("timer-a"), dir("timer-b"));
+    timer(&a);
+    timer(&b);
+    let r = ok(&["compare", &s(&a), &s(&b), "--json"]);
+    let cmp: Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(cmp["a"]["kind"], "probe.timer");
+    let (da, db) = (
+        read_json(&a.join("summary.json")),
+        read_json(&b.join("summary.json")),
+    );
+    let (la, lb) = (&da["results"]["latency"], &db["results"]["latency"]);
+    for (name, key) in [("p50", "50"), ("p99", "99"), ("p99.9", "99.9")] {
+        let m = metric(&cmp, "probe timer", "wake-up latency", name);
+        let x = la["percentiles_ns"][key].as_f64().unwrap();
+        let y = lb["percentiles_ns"][key].as_f64().unwrap();
+        assert_eq!((m["a"].as_f64(), m["b"].as_f64()), (Some(x), Some(y)));
+        assert!(
+            (m["ratio"].as_f64().unwrap() - y / x).abs() < 1e-9,
+            "{name}"
+        );
+    }
+    let mean = metric(&cmp, "probe timer", "wake-up latency", "mean");
+    assert_eq!(mean["a"].as_f64(), la["mean_ns"].as_f64());
+    let metrics = cmp["runs"][0]["flows"][0]["metrics"].as_array().unwrap();
+    assert!(
+        metrics.iter().all(|m| m["metric"] != "slips"),
+        "a probe has no slips"
+    );
+}
+
+#[test]
 fn a_flow_only_one_run_has_is_named() {
     let (a, b) = (dir("only-a"), dir("only-b"));
     simulate(&a, &[]);
@@ -271,18 +320,7 @@ fn what_is_not_a_saved_run_is_refused_by_name() {
 fn runs_of_different_kinds_are_not_compared() {
     let (sim, probe) = (dir("kind-sim"), dir("kind-probe"));
     simulate(&sim, &[]);
-    ok(&[
-        "probe",
-        "timer",
-        "--interval",
-        "1ms",
-        "--duration",
-        "20ms",
-        "--no-mlock",
-        "--output",
-        &s(&probe),
-        "-q",
-    ]);
+    timer(&probe);
     let err = refused(&["compare", &s(&sim), &s(&probe)]);
     assert!(
         err.contains("sim.run") && err.contains("probe.timer"),
