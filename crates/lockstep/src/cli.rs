@@ -204,11 +204,6 @@ pub fn parse_size(s: &str) -> Result<lockstep_core::units::Size, String> {
         .map_err(|e: lockstep_core::units::ParseUnitError| e.to_string())
 }
 
-pub fn parse_rate(s: &str) -> Result<lockstep_core::units::PacketRate, String> {
-    s.parse()
-        .map_err(|e: lockstep_core::units::ParseUnitError| e.to_string())
-}
-
 pub fn parse_dscp(s: &str) -> Result<u8, String> {
     let v = if let Some(hex) = s.strip_prefix("0x") {
         u8::from_str_radix(hex, 16).ok()

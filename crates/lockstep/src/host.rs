@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use lockstep_core::audit::{self, cpulist, plan, Intent, NicIrqs, Report, Snapshot};
+use lockstep_core::units::{Exact, Kind, Whole};
 use lockstep_linux::host::HostFacts;
 use lockstep_linux::tune::{self, Status, TuneError};
 
@@ -87,9 +88,13 @@ pub struct RestoreArgs {
 
 #[derive(Args, Debug)]
 pub struct HoldArgs {
-    /// The latency to hold, in microseconds.
-    #[arg(long, value_name = "US", default_value_t = 0)]
-    pub us: i32,
+    /// The latency to hold, a whole number of microseconds: 0us (the default) keeps
+    /// every CPU out of deep C-states, 10us allows those that wake within 10 µs.
+    #[arg(long, value_name = "DUR", default_value = "0us", value_parser = parse_dma_latency)]
+    pub latency: u32,
+    /// Deprecated: --latency in microseconds (a bare number, or a duration).
+    #[arg(long, value_name = "US", hide = true, conflicts_with = "latency", value_parser = parse_us)]
+    pub us: Option<u32>,
     /// The command to run while holding it.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -360,5 +365,67 @@ fn run_restore(a: RestoreArgs) -> Result<()> {
 }
 
 fn run_hold(a: HoldArgs) -> Result<()> {
-    run_holding(a.us, &a.command)
+    let us = a.us.unwrap_or(a.latency);
+    // parse_dma_latency keeps it within i32
+    run_holding(i32::try_from(us).unwrap_or(i32::MAX), &a.command)
+}
+
+/// How `--latency` is read: whole microseconds, at most what the kernel takes (an `i32`).
+const DMA_LATENCY: Whole = Whole {
+    kind: Kind::Time,
+    per_base: Exact::int(1_000_000),
+    unit: "microseconds",
+    range: "at most 2147483647us",
+    signed: false,
+};
+
+/// `--latency`: a duration, a whole number of microseconds from 0 to `i32::MAX`.
+pub(crate) fn parse_dma_latency(s: &str) -> Result<u32, String> {
+    let (_, us) = DMA_LATENCY.parse(s).map_err(|e| e.to_string())?;
+    match u32::try_from(us) {
+        Ok(us) if us <= i32::MAX as u32 => Ok(us),
+        _ => Err(DMA_LATENCY.out_of_range(s).to_string()),
+    }
+}
+
+/// The deprecated `--us`: a bare number of microseconds, or a duration.
+fn parse_us(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return parse_dma_latency(&format!("{t}us"));
+    }
+    parse_dma_latency(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latency_to_hold_is_a_duration_in_whole_microseconds() {
+        assert_eq!(parse_dma_latency("10us"), Ok(10));
+        assert_eq!(parse_dma_latency("0us"), Ok(0));
+        assert_eq!(parse_dma_latency("1.5ms"), Ok(1_500));
+        assert_eq!(parse_dma_latency("1/2ms"), Ok(500));
+        assert_eq!(
+            parse_dma_latency("1500ns").unwrap_err(),
+            "1500ns is not a whole number of microseconds"
+        );
+        assert_eq!(
+            parse_dma_latency("10").unwrap_err(),
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"10\" (the unit is missing)"
+        );
+        assert_eq!(
+            parse_dma_latency("-1us").unwrap_err(),
+            "expected a duration like 100us, 1.5ms or 1/2ms, got \"-1us\" (it cannot be negative)"
+        );
+        assert_eq!(
+            parse_dma_latency("2147483648us").unwrap_err(),
+            "2147483648us is out of range (at most 2147483647us)"
+        );
+        // the deprecated --us: a bare number of microseconds, or a duration
+        assert_eq!(parse_us("10"), Ok(10));
+        assert_eq!(parse_us("10us"), Ok(10));
+        assert!(parse_us("ten").is_err());
+    }
 }

@@ -324,3 +324,28 @@ fn hold_latency_holds_zero_while_the_command_runs() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "0");
 }
+
+#[test]
+fn hold_latency_takes_a_duration() {
+    // Root holds the latency and runs `true`; anyone else is refused the device
+    // (exit 3). Either way the value was accepted: a bad value exits 2.
+    for args in [
+        &["--latency", "10us"][..],
+        &["--latency", "1/2ms"],
+        &["--us", "10"],
+        &["--us", "10us"],
+    ] {
+        let mut all = vec!["host", "hold-latency"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "true"]);
+        let o = lockstep(&all);
+        assert_ne!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+    let o = lockstep(&["host", "hold-latency", "--latency", "1500ns", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--latency: 1500ns is not a whole number of microseconds"),
+        "{}",
+        stderr(&o)
+    );
+}

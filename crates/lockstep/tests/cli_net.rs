@@ -175,6 +175,29 @@ fn stream_to_nobody_completes_and_counts_refusals() {
 }
 
 #[test]
+fn stream_takes_a_bit_rate_in_whole_frames() {
+    let to = closed_port();
+    let o = lockstep(&[
+        "probe", "stream", "--to", &to, "--count", "3", "--rate", "10Mbit/s", "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    // a 64-byte payload is a 106-byte frame over IPv4: 848 bits every 84.8 us
+    assert_eq!(doc["config"]["period_ns"], 84_800, "{}", doc["config"]);
+    usage_error(
+        &[
+            "probe",
+            "stream",
+            "--to",
+            "127.0.0.1:9",
+            "--rate",
+            "1Tbit/s",
+        ],
+        &["--rate: 1000Gbit/s in 106B frames is a packet every 1ns, above the limit of 100 Mpps"],
+    );
+}
+
+#[test]
 fn rr_client_without_server_counts_losses_warns_and_exits_3() {
     let to = closed_port();
     let o = lockstep(&[

@@ -132,6 +132,29 @@ fn timer_rejects_a_zero_interval_and_bad_counts() {
 }
 
 #[test]
+fn an_interval_may_be_a_fraction() {
+    let o = lockstep(&base(&[
+        "probe",
+        "timer",
+        "--interval",
+        "1/2ms",
+        "--duration",
+        "5ms",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["results"]["interval_ns"], 500_000);
+    let o = lockstep(&base(&["probe", "timer", "--interval", "1/3ms"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--interval: 1/3ms is not a whole number of nanoseconds"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn timer_short_run_json() {
     let o = lockstep(&base(&[
         "probe",

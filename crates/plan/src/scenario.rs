@@ -65,7 +65,7 @@ use std::ops::Range;
 use lockstep_core::net::Prefix;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::tdp::{Role, SlipAction};
-use lockstep_core::units::{BitRate, PacketRate, Size};
+use lockstep_core::units::{grammar, BitRate, Kind, PacketRate, Size};
 use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN, MIN_RECORDED_HOPS};
 use lockstep_core::{limits, Duration};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
@@ -677,6 +677,12 @@ pub struct Scenario {
     pub time_scale: u32,
     /// Per node: its links, in file order.
     node_links: Vec<Vec<usize>>,
+}
+
+/// Whether `text` is written in a packet-rate unit (`pps`, `kpps`, `Mpps`, `/s`).
+fn is_packet_rate(text: &str) -> bool {
+    grammar::split(text)
+        .is_some_and(|(_, unit)| grammar::unit_scale(Kind::PacketRate, unit).is_some())
 }
 
 /// Parses a bit rate in the one unit grammar ([`BitRate`]'s): `100Mbit/s`,
@@ -1616,7 +1622,7 @@ impl Scenario {
                 }
                 (None, Some(r)) => {
                     let text = r.get_ref();
-                    let rate = if text.trim_end().ends_with("pps") {
+                    let rate = if is_packet_rate(text) {
                         FlowRate::Packets(
                             text.parse::<PacketRate>()
                                 .map_err(|e| c.err(r, &f("rate"), e.to_string()))?,

@@ -293,7 +293,11 @@ async fn schedule(
         Some(Ok(d)) if !d.is_negative() => {
             StdDuration::from_nanos(d.as_nanos() as u64).min(MAX_WAIT)
         }
-        Some(_) => return respond(Err(ApiError::field("wait", "expected a duration like 10s"))),
+        Some(Ok(d)) => {
+            let why = format!("expected a duration of 0 or more like 10s, got \"{d}\"");
+            return respond(Err(ApiError::field("wait", why)));
+        }
+        Some(Err(e)) => return respond(Err(ApiError::field("wait", e.to_string()))),
     };
     let deadline = tokio::time::Instant::now() + wait;
     let mut rx = s.version.subscribe();

@@ -52,7 +52,7 @@ use lockstep_core::shaper::{
     exact_bytes, Release, Shaper, ShaperError, ShaperStats, SymmetricBurst, TokenBucket,
 };
 use lockstep_core::stats::Histogram;
-use lockstep_core::units::{BitRate, PacketRate, Size};
+use lockstep_core::units::{BitRate, Hint, Kind, PacketRate, Size, UnitError};
 use lockstep_core::wire::{ProbePacket, ProbeRepr, HEADER_LEN};
 use lockstep_core::{limits, Duration, Instant};
 use lockstep_linux::rusage::{self, CpuTime};
@@ -63,8 +63,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::{
-    parse_dscp, parse_duration_positive, parse_rate, parse_size, LengthArgs, OutputArgs, RtArgs,
-    WaitArgs,
+    parse_dscp, parse_duration_positive, parse_size, LengthArgs, OutputArgs, RtArgs, WaitArgs,
 };
 use crate::report::human::{dist_table, kv};
 use crate::report::{Output, ResultDoc, SampleWriter};
@@ -129,9 +128,12 @@ pub struct StreamArgs {
     /// Local address to send from (default: any address, a free port).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub bind: Option<SocketAddr>,
-    /// Packet rate, e.g. 100000pps or 135kpps (default 10000pps).
-    #[arg(long, value_name = "RATE", value_parser = parse_rate, conflicts_with = "period")]
-    pub rate: Option<PacketRate>,
+    /// Packet rate, e.g. 100000pps or 135kpps (default 10000pps), or a bit rate, e.g.
+    /// 10Mbit/s: sent in whole Ethernet frames of --size + 42 bytes over IPv4 (UDP 8,
+    /// IPv4 20, Ethernet header 14; + 62 over IPv6; no preamble, FCS or gap), one every
+    /// 8 x frame / rate rounded up to a whole nanosecond, so never above the rate.
+    #[arg(long, value_name = "RATE", value_parser = parse_stream_rate, conflicts_with = "period")]
+    pub rate: Option<StreamRate>,
     /// Time between packets, e.g. 7.41us (instead of --rate; at least 10ns, the period
     /// of 100 Mpps).
     #[arg(long, value_name = "DUR", value_parser = parse_packet_period, allow_hyphen_values = true)]
@@ -178,6 +180,54 @@ pub struct StreamArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `--rate`: a packet rate, or a bit rate sent in whole frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamRate {
+    Packets(PacketRate),
+    Bits(BitRate),
+}
+
+impl StreamRate {
+    /// The time between packets whose Ethernet frames are `wire` bytes: a packet
+    /// rate's period rounded to the nearest nanosecond; for a bit rate 8 x `wire` /
+    /// rate rounded up to a whole nanosecond (never faster than the rate), at least
+    /// [`limits::MIN_PACKET_PERIOD`].
+    pub fn period(self, wire: u64) -> Result<Duration, String> {
+        let bits = match self {
+            StreamRate::Packets(r) => return r.period().ok_or_else(|| "must be above 0pps".into()),
+            StreamRate::Bits(b) => b,
+        };
+        let ns = (u128::from(wire) * 8_000_000_000).div_ceil(u128::from(bits.bps()));
+        let period = Duration(i64::try_from(ns).unwrap_or(i64::MAX));
+        if period < limits::MIN_PACKET_PERIOD {
+            return Err(format!(
+                "{bits} in {wire}B frames is a packet every {period}, above the limit of {}",
+                limits::MAX_PACKET_RATE_TEXT
+            ));
+        }
+        Ok(period)
+    }
+}
+
+/// `--rate`: a packet rate (`135kpps`) or a bit rate (`10Mbit/s`).
+fn parse_stream_rate(s: &str) -> Result<StreamRate, String> {
+    match s.parse::<PacketRate>() {
+        Ok(r) => Ok(StreamRate::Packets(r)),
+        Err(UnitError::Malformed {
+            hint: Some(Hint::OtherKind(_, Kind::Rate)),
+            ..
+        }) => s
+            .parse::<BitRate>()
+            .map(StreamRate::Bits)
+            .map_err(|e| e.to_string()),
+        Err(UnitError::Malformed { text, hint, .. }) => Err(format!(
+            "expected a packet rate like 100000pps or a bit rate like 10Mbit/s, got \"{text}\"{}",
+            hint.map(|h| format!(" ({h})")).unwrap_or_default()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `--period`: from [`limits::MIN_PACKET_PERIOD`] (10 ns: 100 Mpps) to 7 days.
@@ -628,8 +678,8 @@ pub fn run(args: StreamArgs) -> Result<()> {
     }
     let period = match (args.rate, args.period, args.preset, shape) {
         (Some(r), _, _, _) => r
-            .period()
-            .ok_or_else(|| UsageError("--rate: must be above 0pps".into()))?,
+            .period(wire)
+            .map_err(|m| UsageError(format!("--rate: {m}")))?,
         (None, Some(p), _, _) => p,
         (None, None, Some(preset), _) => preset.period(),
         // A symmetric burst has no grid: its long-term packet rate is the shaper's.
@@ -1107,6 +1157,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_bit_rate_is_sent_in_whole_frames() {
+        let period = |s: &str, wire| parse_stream_rate(s).unwrap().period(wire);
+        // 106-byte frames (a 64-byte payload over IPv4) at 10 Mbit/s: 84.8 us
+        assert_eq!(period("10Mbit/s", 106), Ok(lockstep_core::Duration(84_800)));
+        // 1514-byte frames at 1 Gbit/s: 12.112 us; at 3 Gbit/s 4037.33 ns, rounded up
+        assert_eq!(period("1Gbit/s", 1514), Ok(lockstep_core::Duration(12_112)));
+        assert_eq!(period("3Gbit/s", 1514), Ok(lockstep_core::Duration(4_038)));
+        assert_eq!(period("135kpps", 106), Ok(lockstep_core::Duration(7_407)));
+        assert_eq!(
+            period("1Tbit/s", 106).unwrap_err(),
+            "1000Gbit/s in 106B frames is a packet every 1ns, above the limit of 100 Mpps"
+        );
+        assert!(matches!(
+            parse_stream_rate("20B/us"),
+            Ok(StreamRate::Bits(_))
+        ));
+        assert_eq!(
+            parse_stream_rate("fast").unwrap_err(),
+            "expected a packet rate like 100000pps or a bit rate like 10Mbit/s, got \"fast\""
+        );
+        assert_eq!(
+            parse_stream_rate("10").unwrap_err(),
+            "expected a packet rate like 100000pps or a bit rate like 10Mbit/s, got \"10\" (the unit is missing)"
+        );
+        assert_eq!(
+            parse_stream_rate("1.5bit/s").unwrap_err(),
+            "1.5bit/s is not a whole number of bit/s"
+        );
+        assert_eq!(
+            parse_stream_rate("0pps").unwrap_err(),
+            "a packet rate must be above 0, got \"0pps\""
+        );
+    }
+
+    #[test]
     fn shape_specs_parse_exactly() {
         assert_eq!(
             parse_shape("40Mbit/s,10kB,1ms").unwrap(),
@@ -1134,7 +1219,7 @@ mod tests {
         );
         assert_eq!(
             parse_shape("40mbit,10kB").unwrap_err(),
-            "rate: expected a bit rate like 100Mbit/s or 20B/us, got \"40mbit\""
+            "rate: expected a bit rate like 100Mbit/s or 20B/us, got \"40mbit\" (unknown unit \"mbit\")"
         );
         assert_eq!(
             parse_shape("0Mbit/s,10kB").unwrap_err(),
