@@ -287,6 +287,8 @@ fn a_flow_only_one_run_has_is_named() {
 #[test]
 fn what_is_not_a_saved_run_is_refused_by_name() {
     let d = dir("bad");
+    let err = refused(&["report", &s(&d)]);
+    assert!(err.contains("no such directory"), "{err}");
     std::fs::create_dir_all(&d).unwrap();
     let err = refused(&["report", &s(&d)]);
     assert!(

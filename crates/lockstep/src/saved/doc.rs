@@ -21,6 +21,8 @@ pub const SUMMARY: &str = "summary.json";
 /// Why a directory cannot be read as a saved run.
 #[derive(Debug, thiserror::Error)]
 pub enum SavedError {
+    #[error("{dir}: no such directory (give the directory a run wrote its results to)", dir = .dir.display())]
+    NoDir { dir: PathBuf },
     #[error("{dir}: not a saved run: it has no {SUMMARY} (`lab run`, `sim run` and `probe … --output DIR` write one)", dir = .dir.display())]
     NoSummary { dir: PathBuf },
     #[error("{path}: cannot read: {source}", path = .path.display())]
@@ -205,6 +207,11 @@ pub fn load(dir: &Path) -> Result<Loaded, SavedError> {
     let path = dir.join(SUMMARY);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
+        Err(_) if !dir.is_dir() => {
+            return Err(SavedError::NoDir {
+                dir: dir.to_path_buf(),
+            })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(SavedError::NoSummary {
                 dir: dir.to_path_buf(),
