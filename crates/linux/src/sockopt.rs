@@ -173,6 +173,49 @@ pub(crate) fn getsockopt<T: Copy>(
     }
 }
 
+/// `SO_TXTIME` / `SCM_TXTIME` (the generic value; the libc crate lacks it).
+pub(crate) const SO_TXTIME: libc::c_int = 61;
+
+/// Sends `buf` on a connected socket with a launch time: one `SCM_TXTIME` control
+/// message carrying `txtime_ns` (on the clock `SO_TXTIME` named).
+#[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on musl
+pub(crate) fn send_with_txtime(fd: RawFd, buf: &[u8], txtime_ns: u64) -> io::Result<usize> {
+    let mut control = CmsgBuf::new();
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain old data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(size_of::<u64>() as u32) } as usize;
+    msg.msg_controllen = space as _;
+    // SAFETY: the control buffer is aligned for cmsghdr and holds `space` bytes
+    // (CMSG_CAPACITY is larger), so the first header and its 8 data bytes fit in it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = SO_TXTIME;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u64>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u64>(), txtime_ns);
+    }
+    loop {
+        // SAFETY: `msg` points at `iov` (valid for `buf`) and the control buffer, all
+        // alive for the call; the kernel only reads them.
+        let n = unsafe { libc::sendmsg(fd, &msg, 0) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = last_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
 /// Reads one entry of the socket's error queue without blocking. Returns the length
 /// of the control data written into `control`, or `None` when the queue is empty.
 #[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on musl

@@ -255,6 +255,25 @@ pub fn root_kind(ifname: &str) -> Result<Option<String>, TcError> {
     })
 }
 
+/// Whether the interface's qdiscs launch packets at their `SO_TXTIME`: an etf qdisc
+/// anywhere in its tree, or taprio in txtime-assist mode.
+pub fn honours_txtime(ifname: &str) -> Result<bool, TcError> {
+    Ok(parse_honours_txtime(&show(ifname)?))
+}
+
+/// [`honours_txtime`] on the text of `tc qdisc show dev IFNAME`.
+pub fn parse_honours_txtime(out: &str) -> bool {
+    out.lines().any(|l| {
+        let mut w = l.split_whitespace();
+        let kind = (w.next() == Some("qdisc")).then(|| w.next()).flatten();
+        match kind {
+            Some("etf") => true,
+            Some("taprio") => l.contains("txtime delay") || l.contains("flags 0x1"),
+            _ => false,
+        }
+    })
+}
+
 /// The kind in the first line of `tc qdisc show`: `qdisc KIND HANDLE: ...`.
 pub fn parse_root_kind(out: &str) -> Option<String> {
     let mut words = out.lines().next()?.split_whitespace();
@@ -454,6 +473,21 @@ pub fn require_qdisc(kind: &str) -> Result<(), TcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn txtime_needs_etf_or_taprio_txtime_assist() {
+        assert!(!parse_honours_txtime("qdisc noqueue 0: root refcnt 2\n"));
+        assert!(!parse_honours_txtime(""));
+        assert!(parse_honours_txtime(
+            "qdisc mqprio 8001: root tc 2 map 0 1\nqdisc etf 8002: parent 8001:1 clockid TAI delta 300000 offload off deadline_mode off skip_sock_check off\n"
+        ));
+        assert!(!parse_honours_txtime(
+            "qdisc taprio 8001: root refcnt 9 tc 2 map 0 1 queues offset 0 count 1 flags 0x0\n"
+        ));
+        assert!(parse_honours_txtime(
+            "qdisc taprio 8001: root refcnt 9 tc 2 map 0 1 flags 0x1 txtime delay 200000\n"
+        ));
+    }
 
     #[test]
     fn tbf_arguments() {

@@ -39,6 +39,10 @@ pub enum Command {
     Demo(crate::demo::DemoArgs),
     /// Print (or --apply) the tc commands for shaped flows (tbf/htb) and TDP port
     /// schedules (taprio + etf).
+    ///
+    /// The taprio and etf qdiscs expect their senders to set a traffic class and
+    /// launch times: `lockstep probe stream --priority-class N --txtime` is such a
+    /// sender (SO_PRIORITY, and SO_TXTIME on CLOCK_TAI with a launch time per packet).
     Export(crate::export::ExportArgs),
     /// Delay and backlog bounds of a network of servers and shaped flows (network
     /// calculus, exact): TFA and SFA per flow, backlog per server.

@@ -214,3 +214,97 @@ fn cpus_and_cpu_together_or_a_bad_list_are_usage_errors() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("CPU 4095"), "{}", stderr(&o));
 }
+
+/// A UDP socket on loopback for a stream to send to, and how many datagrams it got.
+fn receiver() -> (std::net::UdpSocket, String) {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    s.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .expect("timeout");
+    let to = s.local_addr().expect("addr").to_string();
+    (s, to)
+}
+
+fn drain(s: &std::net::UdpSocket) -> u64 {
+    let mut buf = [0u8; 2048];
+    let mut n = 0;
+    while s.recv(&mut buf).is_ok() {
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn stream_priority_class_marks_the_socket_and_the_stream_runs() {
+    let (rx, to) = receiver();
+    let o = lockstep(&[
+        "probe",
+        "stream",
+        "--to",
+        &to,
+        "--priority-class",
+        "3",
+        "-l",
+        "20",
+        "--no-mlock",
+        "-q",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc = json(&o);
+    assert_eq!(
+        doc["config"]["priority_class"].as_u64(),
+        Some(3),
+        "{}",
+        doc["config"]
+    );
+    assert!(doc["config"]["txtime"].is_null());
+    assert_eq!(doc["results"]["sent"].as_u64(), Some(20));
+    assert_eq!(drain(&rx), 20);
+    let o = lockstep(&[
+        "probe",
+        "stream",
+        "--to",
+        &to,
+        "--priority-class",
+        "16",
+        "-l",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--priority-class"), "{}", stderr(&o));
+}
+
+#[test]
+fn stream_txtime_runs_only_where_an_etf_qdisc_launches_the_packets() {
+    let (rx, to) = receiver();
+    let o = lockstep(&[
+        "probe",
+        "stream",
+        "--to",
+        &to,
+        "--txtime",
+        "-l",
+        "20",
+        "--no-mlock",
+        "-q",
+        "--json",
+    ]);
+    let err = stderr(&o);
+    match o.status.code() {
+        // the usual case: no etf qdisc on lo (or none in this kernel), or no privilege
+        Some(3) => {
+            assert!(err.contains("--txtime: "), "{err}");
+            assert!(
+                err.contains("need an etf qdisc on lo") || err.contains("CAP_NET_ADMIN"),
+                "{err}"
+            );
+            assert_eq!(drain(&rx), 0, "nothing is sent when --txtime is refused");
+        }
+        Some(0) => {
+            let doc = json(&o);
+            assert_eq!(doc["config"]["txtime"]["lead_ns"].as_i64(), Some(500_000));
+            assert_eq!(doc["results"]["sent"].as_u64(), Some(20));
+        }
+        other => panic!("--txtime exited with {other:?}: {err}"),
+    }
+}

@@ -58,7 +58,7 @@ use lockstep_core::{limits, Duration, Instant};
 use lockstep_linux::rusage::{self, CpuTime};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{TimestampConfig, Transient, UdpSocket};
-use lockstep_linux::ClockMap;
+use lockstep_linux::{clock, tc, ClockMap};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -144,6 +144,22 @@ pub struct StreamArgs {
     /// DSCP codepoint to mark the packets with (0..63).
     #[arg(long, value_name = "DSCP", value_parser = parse_dscp)]
     pub dscp: Option<u8>,
+    /// Traffic class of the packets (SO_PRIORITY, 0..15): the class a taprio or mqprio
+    /// qdisc maps to its queue and gate (`lockstep export` writes such qdiscs: this
+    /// is their sender). Above 6 needs root or CAP_NET_ADMIN.
+    #[arg(long, value_name = "N", value_parser = parse_priority_class)]
+    pub priority_class: Option<u32>,
+    /// Give every packet a launch time (SO_TXTIME on CLOCK_TAI; each packet carries
+    /// its slot + --txtime-lead in an SCM_TXTIME message) for an etf qdisc on the
+    /// outgoing interface to send it then (`lockstep export` writes etf qdiscs). Exits
+    /// with status 3 when the kernel refuses the option or the interface has no etf
+    /// qdisc to honour it (without one, nothing would hold the packets).
+    #[arg(long)]
+    pub txtime: bool,
+    /// With --txtime: how long after its slot a packet is launched (room for the
+    /// sender's wake-up and etf's delta; the sink sees it in the one-way latency).
+    #[arg(long, value_name = "DUR", default_value = "500us", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    pub txtime_lead: Duration,
     /// Flow id carried in every packet (a sink separates flows by it).
     #[arg(long, value_name = "ID", default_value_t = 0)]
     pub flow: u32,
@@ -241,6 +257,57 @@ fn parse_packet_period(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
+}
+
+/// `--priority-class`: 0 to 15 (the classes a taprio or mqprio map takes).
+fn parse_priority_class(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n <= 15 => Ok(n),
+        _ => Err(format!("expected a traffic class 0..15, got \"{s}\"")),
+    }
+}
+
+/// `--txtime`: turns SO_TXTIME on and checks that the outgoing interface has an etf
+/// qdisc to honour it; returns what to add to a slot of the run's clock to get its
+/// launch time on CLOCK_TAI (the lead included). Exit status 3 when it cannot work.
+fn setup_txtime(
+    sock: &UdpSocket,
+    run_clock: lockstep_core::ClockId,
+    lead: Duration,
+) -> Result<i64> {
+    sock.enable_txtime()
+        .map_err(|e| EnvError(format!("--txtime: {e}")))?;
+    let iface = sock
+        .interface()
+        .unwrap_or_else(|| "the outgoing interface".into());
+    let add = format!(
+        "tc qdisc replace dev {iface} root etf clockid CLOCK_TAI delta 300000 \
+         (or etf under each class of a taprio qdisc, as `lockstep export` writes)"
+    );
+    match tc::honours_txtime(&iface) {
+        Ok(true) => {}
+        Ok(false) => {
+            let why = match tc::qdisc_available("etf") {
+                Ok(false) => format!(
+                    "this kernel has none (it needs CONFIG_NET_SCH_ETF or the module sch_etf); on a kernel with one: {add}"
+                ),
+                Ok(true) => format!("{iface} has none: add one: {add}"),
+                Err(e) => format!("{iface} has none (and whether this kernel has one is unknown: {e}): {add}"),
+            };
+            return Err(EnvError(format!(
+                "--txtime: SO_TXTIME is on, but its launch times need an etf qdisc on {iface}: {why}"
+            ))
+            .into());
+        }
+        Err(e) => {
+            return Err(
+                EnvError(format!("--txtime: cannot read the qdiscs of {iface}: {e}")).into(),
+            )
+        }
+    }
+    let now = clock::now(run_clock).ns;
+    let tai = clock::now(lockstep_core::ClockId::Tai).ns;
+    Ok(tai.saturating_sub(now).saturating_add(lead.as_nanos()))
 }
 
 /// `--max-behind`: 0 to [`limits::MAX_COUNT`].
@@ -401,6 +468,14 @@ struct StreamConfig {
     shape: Option<ShapeConfig>,
     start_at_ns: Option<i64>,
     greedy: bool,
+    priority_class: Option<u32>,
+    txtime: Option<TxtimeConfig>,
+}
+
+#[derive(Serialize)]
+struct TxtimeConfig {
+    clock: lockstep_core::ClockId,
+    lead_ns: i64,
 }
 
 #[derive(Serialize)]
@@ -734,6 +809,11 @@ pub fn run(args: StreamArgs) -> Result<()> {
         }),
         start_at_ns: args.start_at_ns,
         greedy: args.greedy,
+        priority_class: args.priority_class,
+        txtime: args.txtime.then_some(TxtimeConfig {
+            clock: lockstep_core::ClockId::Tai,
+            lead_ns: args.txtime_lead.as_nanos(),
+        }),
     };
     let out = Output::new(&args.output)?;
     let mut doc = ResultDoc::new("probe.stream", &config);
@@ -748,6 +828,15 @@ pub fn run(args: StreamArgs) -> Result<()> {
     if let Some(dscp) = args.dscp {
         sock.set_dscp(dscp).context("--dscp")?;
     }
+    if let Some(prio) = args.priority_class {
+        sock.set_priority(prio)
+            .map_err(|e| EnvError(format!("--priority-class {prio}: {e}")))?;
+    }
+    // TAI − the run's clock, to turn a slot into its launch time
+    let txtime_offset = match args.txtime {
+        true => Some(setup_txtime(&sock, clock, args.txtime_lead)?),
+        false => None,
+    };
     if let Err(e) = sock.set_recv_buffer(SOCKET_RCVBUF) {
         doc.warn(format!(
             "could not enlarge the socket buffer that holds TX timestamps: {e}"
@@ -892,7 +981,11 @@ pub fn run(args: StreamArgs) -> Result<()> {
         pkt.fill_checksum();
         let t_send = waiter.now().ns;
         pkt.set_t_send_ns_and_checksum(t_send);
-        match sock.send(&buf) {
+        let sent_now = match txtime_offset {
+            Some(off) => sock.send_at(&buf, t0.saturating_add(off)),
+            None => sock.send(&buf),
+        };
+        match sent_now {
             Ok(_) => {
                 let id = sent as u32;
                 sent += 1;
