@@ -47,6 +47,14 @@ pub struct TimerArgs {
     /// results per CPU and merged. Not with --cpu.
     #[arg(long, value_name = "LIST", value_parser = super::parse_cpus, conflicts_with = "cpu")]
     pub cpus: Option<super::CpuList>,
+    /// With --threshold: record the kernel's scheduler, interrupt and timer events
+    /// (sched_switch, sched_wakeup, irq and softirq entry/exit, hrtimer, local timer:
+    /// those this kernel has) in a bounded trace buffer (2 MiB per CPU, cleared at the
+    /// start), and when the threshold is crossed save the end of the trace, up to the
+    /// marker, to FILE. tracefs is mounted if needed and put back as it was afterwards
+    /// (also on an error or Ctrl-C). Needs root.
+    #[arg(long, value_name = "FILE", requires = "threshold")]
+    pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub length: LengthArgs,
     #[command(flatten)]
@@ -218,19 +226,27 @@ pub fn run(args: TimerArgs) -> Result<()> {
     });
     let out = Output::new(&args.out)?;
     let mut doc = ResultDoc::new("probe.timer", config);
+    // With --trace: events on, in a bounded buffer, before anything else changes
+    let mut session = match &args.trace {
+        Some(_) => Some(
+            tracefs::TraceSession::start(&tracefs::SESSION_EVENTS, tracefs::SESSION_BUFFER_KB)
+                .map_err(|e| EnvError(format!("--trace: {e}")))?,
+        ),
+        None => None,
+    };
     // Open the trace files before the run, so that the spike costs two writes.
-    let tracer = match args.threshold.map(|_| tracefs::TraceMarker::open()) {
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => {
-            doc.warn(format!(
-                "--threshold: no trace marker will be written ({e})"
-            ));
-            None
-        }
+    let own_marker = match args.threshold.filter(|_| session.is_none()) {
+        Some(_) => tracefs::TraceMarker::open()
+            .map_err(|e| {
+                doc.warn(format!(
+                    "--threshold: no trace marker will be written ({e})"
+                ))
+            })
+            .ok(),
         None => None,
     };
     let plan = Plan {
-        tracer: tracer.as_ref(),
+        tracer: session.as_ref().map(|s| s.marker()).or(own_marker.as_ref()),
         ..plan
     };
     let runs = match &cpus {
@@ -242,7 +258,47 @@ pub fn run(args: TimerArgs) -> Result<()> {
         )?],
         Some(list) => measure_each(&plan, &req, list, &out)?,
     };
-    finish(&args, doc, &out, runs)
+    let saved = match (session.as_mut(), &args.trace) {
+        (Some(s), Some(file)) => Some(save_trace(s, file, &runs, &mut doc)),
+        _ => None,
+    };
+    drop(session);
+    finish(&args, doc, &out, runs, saved)
+}
+
+/// How much of the trace `--trace FILE` keeps: the end of the buffer, where the spike
+/// and the marker are.
+const TRACE_KEEP_BYTES: usize = 8 << 20;
+
+/// `--trace FILE`: saves the end of the trace when a thread crossed the threshold,
+/// then puts tracefs back as it was; what happened, for the document's `trace`.
+fn save_trace(
+    session: &mut tracefs::TraceSession,
+    file: &Path,
+    runs: &[CpuRun],
+    doc: &mut ResultDoc,
+) -> Value {
+    let hit = runs.iter().any(|r| r.trace.is_some());
+    let saved = if hit {
+        session
+            .save(file, TRACE_KEEP_BYTES)
+            .map_err(|e| doc.warn(format!("--trace: the trace was not saved: {e}")))
+            .ok()
+    } else {
+        doc.warn("--trace: the threshold was not crossed, so no trace was saved");
+        None
+    };
+    let events = session.events().to_vec();
+    if let Err(e) = session.restore() {
+        doc.warn(format!(
+            "--trace: tracefs could not be put back as it was: {e}"
+        ));
+    }
+    json!({
+        "file": saved.map(|_| file),
+        "saved_bytes": saved,
+        "events": events,
+    })
 }
 
 /// One pinned thread per CPU of `cpus`, each set up as `req` says; their runs in the
@@ -438,7 +494,13 @@ fn run_stop(runs: &[CpuRun]) -> Stop {
 }
 
 /// The result document and the text of the finished runs.
-fn finish(args: &TimerArgs, mut doc: ResultDoc, out: &Output, runs: Vec<CpuRun>) -> Result<()> {
+fn finish(
+    args: &TimerArgs,
+    mut doc: ResultDoc,
+    out: &Output,
+    runs: Vec<CpuRun>,
+    saved_trace: Option<Value>,
+) -> Result<()> {
     let Some(first) = runs.first() else {
         anyhow::bail!("no measuring thread ran");
     };
@@ -469,7 +531,13 @@ fn finish(args: &TimerArgs, mut doc: ResultDoc, out: &Output, runs: Vec<CpuRun>)
     if let Some(h) = &first.hybrid {
         doc.insert("hybrid_margin", h);
     }
-    if let Some(t) = runs.iter().find_map(|r| r.trace.as_ref()) {
+    let mut trace = runs.iter().find_map(|r| r.trace.clone());
+    match (&mut trace, saved_trace) {
+        (Some(Value::Object(t)), Some(Value::Object(extra))) => t.extend(extra),
+        (None, extra) => trace = extra,
+        _ => {}
+    }
+    if let Some(t) = trace {
         doc.insert("trace", t);
     }
     if multi {
