@@ -53,6 +53,7 @@ use lockstep_core::units::{BitRate, Size};
 use lockstep_core::Duration;
 use lockstep_linux::{cmd, iface, tc};
 use serde::{Deserialize, Serialize};
+use toml::de::{DeTable, DeValue};
 
 use crate::{EnvError, UsageError};
 
@@ -1314,7 +1315,76 @@ fn load(path: &Path, opts: &Options) -> Result<Plan> {
             ports,
         });
     }
-    parse_plan(&text, opts).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())
+    parse_plan(&text, opts).map_err(|e| UsageError(located(path, &text, &e)).into())
+}
+
+/// A plan's error worded as `lockstep calc` words a network file's:
+/// `FILE:LINE: flow[0] "c".rate: why`, the line where the field is written and the
+/// table's name when it has one; `FILE:LINE: why` for a TOML syntax error; `FILE:
+/// field: why` when the field is not in a table.
+fn located(path: &Path, text: &str, e: &FieldError) -> String {
+    let syntax_line = e
+        .field
+        .strip_prefix("line ")
+        .and_then(|r| r.split_once(','))
+        .and_then(|(n, _)| n.parse::<usize>().ok());
+    if let Some(line) = syntax_line {
+        return format!("{}:{line}: {}", path.display(), e.message);
+    }
+    match locate(text, &e.field) {
+        Some((line, field)) => format!("{}:{line}: {field}: {}", path.display(), e.message),
+        None => format!("{}: {e}", path.display()),
+    }
+}
+
+/// `table[i]` → (`table`, `i`); `key` → (`key`, `None`).
+fn path_segment(seg: &str) -> (&str, Option<usize>) {
+    match seg.strip_suffix(']').and_then(|s| s.split_once('[')) {
+        Some((key, i)) => (key, i.parse().ok()),
+        None => (seg, None),
+    }
+}
+
+/// The line `field` (`flow[1].match.dport`, `port[0].rows[2]`) is written on (or,
+/// for a missing key, its table's) and the field with its table's name
+/// (`flow[1] "e-rt".match.dport`).
+fn locate(text: &str, field: &str) -> Option<(usize, String)> {
+    let doc = DeTable::parse(text).ok()?;
+    let (head, rest) = field.split_once('.').unwrap_or((field, ""));
+    let (key, Some(index)) = path_segment(head) else {
+        return None;
+    };
+    let DeValue::Array(items) = doc.get_ref().get(key)?.get_ref() else {
+        return None;
+    };
+    let item = items.get(index)?;
+    let DeValue::Table(top) = item.get_ref() else {
+        return None;
+    };
+    let mut span = item.span();
+    let mut table = top;
+    for seg in rest.split('.').filter(|s| !s.is_empty()) {
+        let (key, index) = path_segment(seg);
+        let Some(v) = table.get(key) else { break };
+        span = v.span();
+        match (v.get_ref(), index) {
+            (DeValue::Array(a), Some(i)) => {
+                span = a.get(i).map_or(span, |x| x.span());
+                break;
+            }
+            (DeValue::Table(t), None) => table = t,
+            _ => break,
+        }
+    }
+    let name = match top.get("name").map(|n| n.get_ref()) {
+        Some(DeValue::String(n)) => format!(" \"{n}\""),
+        _ => String::new(),
+    };
+    let dot = if rest.is_empty() { "" } else { "." };
+    Some((
+        line_col(text, span.start).0,
+        format!("{head}{name}{dot}{rest}"),
+    ))
 }
 
 /// Which of `kinds` the kernel lacks.
@@ -1551,6 +1621,21 @@ burst = "51514B"
         assert_eq!(
             l[22],
             "tc filter add dev v parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.10/32 flowid 1:b"
+        );
+    }
+
+    #[test]
+    fn errors_say_file_line_and_the_named_field_as_calc_does() {
+        let at = |text: &str| located(Path::new("p.toml"), text, &err(text));
+        let text = "[[flow]]\nname = \"c\"\ndev = \"vc\"\nrate = \"40Mbit\"\nburst = \"3028B\"\n";
+        assert_eq!(
+            at(text),
+            "p.toml:4: flow[0] \"c\".rate: expected a bit rate like 100Mbit/s or 20B/us, got \"40Mbit\" (\"Mbit\" is a unit of data)"
+        );
+        assert!(
+            at("[[flow]]\nname = ").starts_with("p.toml:2: "),
+            "{}",
+            at("[[flow]]\nname = ")
         );
     }
 

@@ -227,37 +227,37 @@ fn bad_input_names_the_field() {
         (
             "rate = \"40Mbit/s\"",
             "rate = \"40Mbps/s\"",
-            "flow[0].rate: expected a bit rate like 100Mbit/s",
+            ":6: flow[0] \"c\".rate: expected a bit rate like 100Mbit/s",
         ),
         (
             "burst = \"51514B\"",
             "burst = \"1000B\"",
-            "flow[0].burst: 1000B is below the largest packet (1514B",
+            ":7: flow[0] \"c\".burst: 1000B is below the largest packet (1514B",
         ),
         (
             "dport = 9000",
             "dport = 90000",
-            "flow[1].match.dport: expected a port 0..65535, got 90000",
+            ":14: flow[1] \"e-rt\".match.dport: expected a port 0..65535, got 90000",
         ),
         (
             "rows = [0, 2]",
             "rows = [0, 4]",
-            "port[0].rows[1]: frame 4 is not in 0..4 (k = 4)",
+            ":27: port[0].rows[1]: frame 4 is not in 0..4 (k = 4)",
         ),
         (
             "reserved_prio = 5",
             "reserved_prio = 99",
-            "port[0].reserved_prio: 99 is not an skb priority 0..15",
+            ":28: port[0].reserved_prio: 99 is not an skb priority 0..15",
         ),
         (
             "tf = \"250us\"",
             "tf = \"250\"",
-            "port[0].tf: expected a duration like 100us",
+            ":25: port[0].tf: expected a duration like 100us",
         ),
         (
             "latency = \"10ms\"",
             "latency = \"10ms\"\nlimit = \"1kB\"",
-            "flow[2].limit: give latency or limit, not both",
+            ":22: flow[2] \"e-be\".limit: give latency or limit, not both",
         ),
     ];
     for (i, (from, to, want)) in cases.iter().enumerate() {
@@ -268,7 +268,7 @@ fn bad_input_names_the_field() {
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{to}: {err}");
         assert!(o.stdout.is_empty(), "{to}: nothing printed");
-        let expected = format!("lockstep: {}: {want}", f.display());
+        let expected = format!("lockstep: {}{want}", f.display());
         assert!(
             err.starts_with(&expected),
             "{to}:\n{err}\nwanted {expected}"
