@@ -308,3 +308,29 @@ fn stream_txtime_runs_only_where_an_etf_qdisc_launches_the_packets() {
         other => panic!("--txtime exited with {other:?}: {err}"),
     }
 }
+
+#[test]
+fn every_probe_help_says_how_it_waits_by_default() {
+    let help = |args: &[&str]| {
+        let mut a = vec!["probe"];
+        a.extend_from_slice(args);
+        a.push("--help");
+        let o = lockstep(&a);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        // clap wraps long help at the terminal's width: compare words, not lines
+        stdout(&o).split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    for p in [&["timer"][..], &["stream"], &["rr", "client"]] {
+        let h = help(p);
+        assert!(h.contains("the default of every probe"), "{p:?}: {h}");
+        assert!(h.contains("[default: sleep]"), "{p:?}: {h}");
+    }
+    for p in [&["sink"][..], &["rr", "server"], &["rr", "client"]] {
+        let h = help(p);
+        assert!(
+            h.contains("Blocking (sleeping until a packet comes) is the default"),
+            "{p:?}: {h}"
+        );
+    }
+    assert!(help(&["noise"]).contains("never sleeps"));
+}

@@ -19,6 +19,9 @@ pub enum ProbeCmd {
     /// bucket under results.latency.histogram.
     Timer(timer::TimerArgs),
     /// What the OS steals from a busy loop (oslat-style gaps; --period: the dummy program).
+    ///
+    /// The one probe that never sleeps: what it measures is a CPU kept busy (every
+    /// other probe waits by sleeping unless told otherwise). Pin it (--cpu, --cpus).
     Noise(noise::NoiseArgs),
     /// Constant-bit-rate sender of probe packets.
     Stream(stream::StreamArgs),

@@ -74,7 +74,10 @@ pub struct RrServerArgs {
     /// Where to listen.
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub bind: SocketAddr,
-    /// Busy-poll the socket instead of blocking in recvmsg.
+    /// Busy-poll the socket instead of blocking in recvmsg. Blocking (sleeping until
+    /// a packet comes) is the default, as every probe waits by sleeping unless told
+    /// otherwise: it leaves the CPU to others; polling saves the wake-up at the cost
+    /// of a CPU.
     #[arg(long)]
     pub poll: bool,
     /// Node id written into the hop record.
@@ -118,7 +121,10 @@ pub struct RrClientArgs {
     /// server's hop record at least (default 96B).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: Option<Size>,
-    /// Busy-poll the socket instead of blocking in recvmsg.
+    /// Busy-poll the socket instead of blocking in recvmsg. Blocking (sleeping until
+    /// a packet comes) is the default, as every probe waits by sleeping unless told
+    /// otherwise: it leaves the CPU to others; polling saves the wake-up at the cost
+    /// of a CPU.
     #[arg(long)]
     pub poll: bool,
     /// A request not answered within this time counts as lost.

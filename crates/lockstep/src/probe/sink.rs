@@ -52,6 +52,9 @@ pub struct SinkArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr)]
     pub bind: std::net::SocketAddr,
     /// Busy-poll the socket (MSG_DONTWAIT in a loop) instead of blocking in recvmsg.
+    /// Blocking (sleeping until a packet comes) is the default, as every probe waits
+    /// by sleeping unless told otherwise: it leaves the CPU to others; polling saves
+    /// the wake-up at the cost of a CPU.
     #[arg(long)]
     pub poll: bool,
     /// Stop after this long without a datagram once one arrived ("off" to never).
