@@ -226,25 +226,7 @@ pub fn run(args: TimerArgs) -> Result<()> {
     });
     let out = Output::new(&args.out)?;
     let mut doc = ResultDoc::new("probe.timer", config);
-    // With --trace: events on, in a bounded buffer, before anything else changes
-    let mut session = match &args.trace {
-        Some(_) => Some(
-            tracefs::TraceSession::start(&tracefs::SESSION_EVENTS, tracefs::SESSION_BUFFER_KB)
-                .map_err(|e| EnvError(format!("--trace: {e}")))?,
-        ),
-        None => None,
-    };
-    // Open the trace files before the run, so that the spike costs two writes.
-    let own_marker = match args.threshold.filter(|_| session.is_none()) {
-        Some(_) => tracefs::TraceMarker::open()
-            .map_err(|e| {
-                doc.warn(format!(
-                    "--threshold: no trace marker will be written ({e})"
-                ))
-            })
-            .ok(),
-        None => None,
-    };
+    let (mut session, own_marker) = open_trace(&args, &mut doc)?;
     let plan = Plan {
         tracer: session.as_ref().map(|s| s.marker()).or(own_marker.as_ref()),
         ..plan
@@ -264,6 +246,31 @@ pub fn run(args: TimerArgs) -> Result<()> {
     };
     drop(session);
     finish(&args, doc, &out, runs, saved)
+}
+
+/// The trace files, opened before the run so that the spike costs two writes: with
+/// --trace a session (events on, in a bounded buffer), else with --threshold the
+/// marker alone (a warning when tracefs is not there).
+fn open_trace(
+    args: &TimerArgs,
+    doc: &mut ResultDoc,
+) -> Result<(Option<tracefs::TraceSession>, Option<tracefs::TraceMarker>)> {
+    if args.trace.is_some() {
+        let s = tracefs::TraceSession::start(&tracefs::SESSION_EVENTS, tracefs::SESSION_BUFFER_KB)
+            .map_err(|e| EnvError(format!("--trace: {e}")))?;
+        return Ok((Some(s), None));
+    }
+    let marker = match args.threshold {
+        Some(_) => tracefs::TraceMarker::open()
+            .map_err(|e| {
+                doc.warn(format!(
+                    "--threshold: no trace marker will be written ({e})"
+                ))
+            })
+            .ok(),
+        None => None,
+    };
+    Ok((None, marker))
 }
 
 /// How much of the trace `--trace FILE` keeps: the end of the buffer, where the spike
@@ -531,13 +538,7 @@ fn finish(
     if let Some(h) = &first.hybrid {
         doc.insert("hybrid_margin", h);
     }
-    let mut trace = runs.iter().find_map(|r| r.trace.clone());
-    match (&mut trace, saved_trace) {
-        (Some(Value::Object(t)), Some(Value::Object(extra))) => t.extend(extra),
-        (None, extra) => trace = extra,
-        _ => {}
-    }
-    if let Some(t) = trace {
+    if let Some(t) = trace_value(&runs, saved_trace) {
         doc.insert("trace", t);
     }
     if multi {
@@ -558,6 +559,17 @@ fn finish(
         .into()),
         None => Ok(()),
     }
+}
+
+/// The document's `trace`: the marker a thread wrote, with what --trace saved.
+fn trace_value(runs: &[CpuRun], saved: Option<Value>) -> Option<Value> {
+    let mut trace = runs.iter().find_map(|r| r.trace.clone());
+    match (&mut trace, saved) {
+        (Some(Value::Object(t)), Some(Value::Object(extra))) => t.extend(extra),
+        (None, extra) => trace = extra,
+        _ => {}
+    }
+    trace
 }
 
 /// Warnings about how the threads were set up.
