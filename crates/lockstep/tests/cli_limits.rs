@@ -277,8 +277,12 @@ fn generated_networks() {
         "--d: forwarding delay 4 is not below --k 4 (frames per cycle)",
     );
     refused(
+        &gen(&["--link-rate", "1000001Mbit/s"]),
+        "--link-rate: 1000001Mbit/s is above the limit of 1 Tbit/s",
+    );
+    refused(
         &gen(&["--mbit", "1000001"]),
-        "--mbit: 1000001 is not in 1..=1000000",
+        "--mbit: 1000001Mbit/s is above the limit of 1 Tbit/s",
     );
     refused(
         &gen(&["--tf", "500ns"]),
@@ -338,7 +342,7 @@ fn files_name_the_field() {
     let plan = plan.display().to_string();
     refused(
         &["export", &plan],
-        &format!("{plan}: flow[0].burst: 5000000000B is above the limit of 4294967295B"),
+        &format!("{plan}:5: flow[0] \"c\".burst: 5000000000B is above the limit of 4294967295B"),
     );
     let text = std::fs::read_to_string(scenario("line.toml"))
         .unwrap()

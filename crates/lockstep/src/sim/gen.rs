@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use lockstep_core::units::{BitRate, Size};
 use lockstep_core::wire::probe::{HEADER_LEN, HOP_LEN};
 use lockstep_core::{limits, Duration};
 use lockstep_plan::scenario::IP_UDP_HEADERS;
@@ -45,12 +46,15 @@ pub struct GenArgs {
     /// Share of the busiest link's capacity the flows reserve, in (0, 1].
     #[arg(long, value_name = "X", default_value_t = 0.5, value_parser = parse_load)]
     pub load: f64,
-    /// Link rate in Mbit/s (at most 1000000: 1 Tbit/s).
-    #[arg(long, value_name = "MBIT", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub mbit: u32,
-    /// IP packet size of every flow, bytes; it bounds a flow's path to
-    /// (BYTES − 92) / 32 routers (a hop record each).
-    #[arg(long, value_name = "BYTES", default_value_t = 500)]
+    /// Rate of every link (at most 1 Tbit/s).
+    #[arg(long, value_name = "RATE", default_value = "100Mbit/s", value_parser = parse_bit_rate)]
+    pub link_rate: BitRate,
+    /// Deprecated: --link-rate in Mbit/s (a bare number, or a rate).
+    #[arg(long, value_name = "MBIT", hide = true, conflicts_with = "link_rate", value_parser = parse_mbit)]
+    pub mbit: Option<BitRate>,
+    /// IP packet size of every flow (348B to 1500B; a bare number is bytes); it bounds
+    /// a flow's path to (size − 92 bytes) / 32 routers (a hop record each).
+    #[arg(long, value_name = "SIZE", default_value = "500B", value_parser = parse_packet_size)]
     pub size: u32,
     /// Time-frame (1us to 10s).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_tf, allow_hyphen_values = true)]
@@ -343,17 +347,53 @@ fn busiest(paths: &[Vec<u32>]) -> usize {
     count.values().copied().max().unwrap_or(1)
 }
 
+/// `--link-rate`: a bit rate.
+fn parse_bit_rate(s: &str) -> Result<BitRate, String> {
+    s.parse()
+        .map_err(|e: lockstep_core::units::UnitError| e.to_string())
+}
+
+/// The deprecated `--mbit`: a bare number of Mbit/s, or a bit rate.
+fn parse_mbit(s: &str) -> Result<BitRate, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return parse_bit_rate(&format!("{t}Mbit/s"));
+    }
+    parse_bit_rate(s)
+}
+
+/// `--size`: a size in whole bytes (a bare number, as it always was, is bytes).
+fn parse_packet_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let text = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{t}B")
+    } else {
+        s.to_string()
+    };
+    let size: Size = text
+        .parse()
+        .map_err(|e: lockstep_core::units::UnitError| e.to_string())?;
+    u32::try_from(size.bytes()).map_err(|_| format!("{size}: expected 348B to 1500B"))
+}
+
+impl GenArgs {
+    /// The rate of every link: --link-rate, or the deprecated --mbit.
+    fn rate(&self) -> BitRate {
+        self.mbit.unwrap_or(self.link_rate)
+    }
+}
+
 fn scenario(g: &Graph, a: &GenArgs) -> Result<String> {
     if a.size < 348 || a.size > 1500 {
         return Err(UsageError(format!(
-            "--size: {} bytes: expected 348 to 1500 (a probe with room for 8 hop records, within the MTU)",
+            "--size: {}B: expected 348B to 1500B (a probe with room for 8 hop records, within the MTU)",
             a.size
         ))
         .into());
     }
     let paths = flows(g, a.flows, a.seed, max_routers(a.size));
     let share = a.load / busiest(&paths) as f64;
-    let rate_kbit = (share * f64::from(a.mbit) * 1000.0).floor().max(1.0) as u64;
+    let rate_kbit = (share * a.rate().as_f64() / 1000.0).floor().max(1.0) as u64;
     // packets per reserved frame: enough that a frame per frame carries the rate
     let bits_per_frame = u128::from(rate_kbit) * 1000 * a.tf.as_nanos().max(1) as u128;
     let packets = bits_per_frame
@@ -375,22 +415,22 @@ fn scenario(g: &Graph, a: &GenArgs) -> Result<String> {
     for i in 0..paths.len() {
         let _ = writeln!(s, "\n[[node]]\nname = \"s{i}\"\nrole = \"sender\"\n\n[[node]]\nname = \"d{i}\"\nrole = \"receiver\"");
     }
-    let link = |s: &mut String, a: &str, b: &str, mbit: u32| {
+    let link = |s: &mut String, a: &str, b: &str, rate: BitRate| {
         let _ = writeln!(
             s,
-            "\n[[link]]\nbetween = [\"{a}\", \"{b}\"]\nrate = \"{mbit}Mbit/s\""
+            "\n[[link]]\nbetween = [\"{a}\", \"{b}\"]\nrate = \"{rate}\""
         );
     };
     for &(x, y) in &g.links {
-        link(&mut s, &format!("r{x}"), &format!("r{y}"), a.mbit);
+        link(&mut s, &format!("r{x}"), &format!("r{y}"), a.rate());
     }
     for (i, p) in paths.iter().enumerate() {
-        link(&mut s, &format!("s{i}"), &format!("r{}", p[0]), a.mbit);
+        link(&mut s, &format!("s{i}"), &format!("r{}", p[0]), a.rate());
         link(
             &mut s,
             &format!("r{}", p[p.len() - 1]),
             &format!("d{i}"),
-            a.mbit,
+            a.rate(),
         );
     }
     for (i, p) in paths.iter().enumerate() {
@@ -408,6 +448,20 @@ fn scenario(g: &Graph, a: &GenArgs) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_and_sizes_are_read_by_the_unit_grammar() {
+        assert_eq!(parse_bit_rate("1Gbit/s"), Ok(BitRate(1_000_000_000)));
+        assert_eq!(parse_mbit("100"), Ok(BitRate(100_000_000)));
+        assert_eq!(parse_mbit("1Gbit/s"), Ok(BitRate(1_000_000_000)));
+        assert_eq!(parse_packet_size("500"), Ok(500));
+        assert_eq!(parse_packet_size("1.5kB"), Ok(1500));
+        assert_eq!(parse_packet_size("1/2kB"), Ok(500));
+        assert_eq!(
+            parse_packet_size("500bit").unwrap_err(),
+            "500bit is not a whole number of bytes"
+        );
+    }
 
     #[test]
     fn topologies_have_the_expected_shape() {
