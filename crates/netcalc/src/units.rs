@@ -228,6 +228,25 @@ mod tests {
         assert!(data("").is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_exact_value_reads_back(
+            n in -1_000_000_000_000_000i128..1_000_000_000_000_000,
+            d in 1i128..=1_000_000_000_000,
+        ) {
+            let q = qq(n, d);
+            for (kind, base) in [(Kind::Data, "bit"), (Kind::Time, "s"), (Kind::Rate, "bit/s")] {
+                let text = format!("{q}{base}");
+                proptest::prop_assert_eq!(parse(kind, &text), Ok(q.clone()), "{}", text);
+            }
+            // the same value in another unit of each kind
+            let bytes = format!("{n}/{}B", 8 * d);
+            proptest::prop_assert_eq!(data(&bytes), Ok(q.clone()), "{}", bytes);
+            let ms = format!("{}/{d}ms", 1000 * n);
+            proptest::prop_assert_eq!(time(&ms), Ok(q.clone()), "{}", ms);
+        }
+    }
+
     #[test]
     fn shown_values() {
         let d = Shown::new(&qq(965, 12_000_000), Unit::Us);
