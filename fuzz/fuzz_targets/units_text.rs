@@ -1,6 +1,7 @@
 //! Fuzz the unit strings: lockstep-core's durations, sizes, packet rates and bit
 //! rates (crates/core/src/time.rs, crates/core/src/units.rs) and lockstep-netcalc's
-//! exact data, time and rate values (crates/netcalc/src/units.rs). Arbitrary text
+//! exact data, time and rate values (crates/netcalc/src/units.rs), all read by the
+//! one unit grammar (crates/core/src/units/grammar.rs). Arbitrary text
 //! must never panic, and whatever parses must print into text that parses back to
 //! the same value (`parse(format(x)) == x`): a `Duration`, `Size`, `BitRate` and
 //! `PacketRate` by their `Display`, a netcalc value by its exact fraction.

@@ -55,10 +55,11 @@ impl fmt::Display for Size {
     }
 }
 
-/// A packet rate in packets per second, kept exactly as `packets / period`.
+/// A packet rate in packets per second, kept exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacketRate {
-    /// Packets per second, rounded to the nearest millipacket.
+    /// Thousandths of a packet per second: a rate is parsed exactly, and one finer
+    /// than that is refused.
     pub milli_pps: u64,
 }
 
