@@ -16,7 +16,7 @@ use std::io;
 use std::mem::size_of;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use lockstep_core::{ClockId, Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -107,6 +107,9 @@ pub struct UdpSocket {
     /// The receive timeout currently set with SO_RCVTIMEO, in ns (0 = none), so that a
     /// repeated timed receive does not repeat the setsockopt.
     rcvtimeo_ns: AtomicI64,
+    /// Datagrams a qdisc dropped for their launch time (`SO_TXTIME` errors met while
+    /// draining the error queue).
+    txtime_errors: AtomicU64,
 }
 
 impl AsRawFd for UdpSocket {
@@ -273,6 +276,18 @@ pub fn parse_extended_err(data: &[u8]) -> Option<ExtendedErr> {
     })
 }
 
+/// `SO_EE_ORIGIN_TXTIME`: an error-queue entry about a launch time (the libc crate
+/// lacks it).
+const SO_EE_ORIGIN_TXTIME: u8 = 6;
+
+/// Whether one error-queue entry reports a datagram dropped for its launch time.
+pub fn is_txtime_error(control: &[u8]) -> bool {
+    control_messages(control).any(|(level, kind, data)| {
+        is_recverr(level, kind)
+            && parse_extended_err(data).is_some_and(|e| e.origin == SO_EE_ORIGIN_TXTIME)
+    })
+}
+
 fn is_recverr(level: i32, kind: i32) -> bool {
     (level == libc::SOL_IP && kind == libc::IP_RECVERR)
         || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
@@ -297,6 +312,7 @@ impl UdpSocket {
             v6,
             hw_clock: ClockId::Tai,
             rcvtimeo_ns: AtomicI64::new(0),
+            txtime_errors: AtomicU64::new(0),
         })
     }
 
@@ -958,13 +974,22 @@ impl UdpSocket {
         let mut data = [0u8; 64];
         let mut control = CmsgBuf::new();
         while let Some(len) = recv_errqueue(self.fd.as_raw_fd(), &mut data, &mut control)? {
-            if let Some(ts) =
-                parse_tx_timestamp(control.0.get(..len).unwrap_or_default(), self.hw_clock)
-            {
+            let control = control.0.get(..len).unwrap_or_default();
+            if let Some(ts) = parse_tx_timestamp(control, self.hw_clock) {
                 return Ok(Some(ts));
+            }
+            if is_txtime_error(control) {
+                self.txtime_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(None)
+    }
+
+    /// Datagrams a qdisc (etf) dropped because of their launch time — past, or too far
+    /// ahead — as reported on the error queue so far ([`UdpSocket::enable_txtime`]
+    /// asks for the reports; [`UdpSocket::poll_tx_timestamp`] counts them).
+    pub fn txtime_errors(&self) -> u64 {
+        self.txtime_errors.load(Ordering::Relaxed)
     }
 }
 
@@ -1582,6 +1607,14 @@ mod tests {
         let mut c2 = cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &ts);
         c2.extend(cmsg(libc::SOL_IP, libc::IP_RECVERR, &icmp));
         assert_eq!(parse_tx_timestamp(&c2, ClockId::Tai), None);
+        assert!(!is_txtime_error(&c2) && !is_txtime_error(&control));
+        // A datagram an etf qdisc dropped for its launch time (ECANCELED, origin 6).
+        let mut late = ee.clone();
+        late[..4].copy_from_slice(&(libc::ECANCELED as u32).to_ne_bytes());
+        late[4] = SO_EE_ORIGIN_TXTIME;
+        let c3 = cmsg(libc::SOL_IP, libc::IP_RECVERR, &late);
+        assert!(is_txtime_error(&c3));
+        assert_eq!(parse_tx_timestamp(&c3, ClockId::Tai), None);
         assert_eq!(parse_scm_timestamping(&[0u8; 10]), None);
         assert_eq!(parse_extended_err(&[0u8; 15]), None);
     }

@@ -161,7 +161,7 @@ pub fn run(args: CalcArgs) -> Result<()> {
         write_output(dir, &json, &text)?;
     }
     if args.json {
-        eprint!("{text}");
+        crate::say::say_part!("{text}");
         println!("{json}");
     } else {
         print!("{text}");

@@ -74,9 +74,6 @@ pub struct OutputArgs {
     /// Stream raw per-sample CSV to FILE (default: DIR/samples.csv with --output).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "", value_parser = parse_path_or_empty)]
     pub samples: Option<PathBuf>,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
 }
 
 /// How long a run lasts.

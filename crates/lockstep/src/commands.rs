@@ -13,6 +13,11 @@ use crate::probe::ProbeCmd;
     propagate_version = true
 )]
 pub struct Cli {
+    /// Say nothing on stderr but an error: no progress, notes or warnings (they stay
+    /// in the result document), and with --json no table. The result still goes to
+    /// stdout.
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -1519,7 +1519,7 @@ pub fn run(args: ExportArgs) -> Result<()> {
     print(Some(outcome))?;
     match result {
         Ok(()) => {
-            eprintln!(
+            crate::say::say!(
                 "lockstep export: applied {} commands on {}",
                 applied,
                 devices

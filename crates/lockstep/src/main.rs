@@ -23,6 +23,7 @@ mod lab;
 mod node;
 mod probe;
 mod report;
+mod say;
 mod saved;
 mod shell;
 mod sim;
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
+    say::set_quiet(cli.quiet);
     if let Err(e) = lockstep_linux::signal::install_stop_handler() {
         eprintln!("lockstep: warning: cannot catch Ctrl-C and SIGTERM ({e}): a stop ends the process without its results");
     }

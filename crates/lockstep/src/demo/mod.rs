@@ -55,9 +55,6 @@ pub struct DemoArgs {
     /// Result directory (default: lab-results/demo-<time>).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
 }
 
 /// Packets per flow the default live run is long enough for...
@@ -112,7 +109,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         s.description,
         dir.display()
     ));
-    progress(&args, "measuring this host's wake-ups (probe timer, 5 s)");
+    progress("measuring this host's wake-ups (probe timer, 5 s)");
     let w = host::measure(&dir.join("host"), root)?;
     let scale = args
         .scale
@@ -130,12 +127,12 @@ pub fn run(args: DemoArgs) -> Result<()> {
             e
         }
     };
-    progress(&args, "1/3 simulated, ideal host");
-    let ideal = sim_part(&s, &args, &dir, "ideal", "simulated, ideal host", duration)
+    progress("1/3 simulated, ideal host");
+    let ideal = sim_part(&s, &dir, "ideal", "simulated, ideal host", duration)
         .map_err(|e| stopped(e, "simulation on an ideal host"))?;
-    progress(&args, "2/3 simulated with this host's wake-ups");
+    progress("2/3 simulated with this host's wake-ups");
     let model = w.file.display().to_string();
-    let modelled = sim_part(&s, &args, &dir, &model, "simulated, this host", duration)
+    let modelled = sim_part(&s, &dir, &model, "simulated, this host", duration)
         .map_err(|e| stopped(e, "simulation with this host's wake-ups"))?;
     // a failed or interrupted live run still leaves the simulated parts' table and
     // document
@@ -144,7 +141,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         say.line(&format!("The live run was not started: {e}"));
         (None, Some(anyhow::Error::from(e)))
     } else if live {
-        progress(&args, &format!("3/3 live in namespaces at scale {scale}"));
+        progress(&format!("3/3 live in namespaces at scale {scale}"));
         match live_part(&s, &args, &dir, scale) {
             Ok(p) => (Some(p), None),
             Err(e) if e.downcast_ref::<crate::Interrupted>().is_some() => {
@@ -198,10 +195,8 @@ fn show(say: &Say, parts: &[&Part], rows: &[table::DemoFlow], live: Option<&Part
     }
 }
 
-fn progress(args: &DemoArgs, what: &str) {
-    if !args.quiet {
-        eprintln!("== {what}");
-    }
+fn progress(what: &str) {
+    crate::say::say!("== {what}");
 }
 
 fn default_output() -> PathBuf {
@@ -278,7 +273,6 @@ fn live_duration(s: &Scenario, args: &DemoArgs, scale: u32) -> Duration {
 
 fn sim_part(
     s: &Scenario,
-    args: &DemoArgs,
     dir: &Path,
     host: &str,
     name: &str,
@@ -302,7 +296,6 @@ fn sim_part(
         cpus: None,
         output: Some(dir.join(sub)),
         json: false,
-        quiet: args.quiet,
         packets: false,
         overrides: OverrideArgs {
             tf: None,
@@ -331,7 +324,7 @@ fn live_part(s: &Scenario, args: &DemoArgs, dir: &Path, scale: u32) -> Result<Pa
         output: Some(dir.join("live")),
         json: false,
         keep: false,
-        quiet: args.quiet,
+        quiet: crate::say::quiet(),
         silent: true,
         gates: Default::default(),
     };
@@ -388,7 +381,6 @@ mod tests {
             no_live: false,
             json: false,
             output: None,
-            quiet: true,
         };
         // 800 packets/s per flow divided by the scale, 1200 packets, 10 to 90 s
         assert_eq!(live_duration(&s, &args, 1), Duration::from_secs(10));

@@ -1138,7 +1138,7 @@ pub fn run(
         match load_command(v.setup.load, 1) {
             Ok(_) => runnable.push(v),
             Err(e) => {
-                eprintln!("variant \"{}\" skipped: load: {e}", v.name);
+                crate::say::say!("variant \"{}\" skipped: load: {e}", v.name);
                 skipped.push((v.name.clone(), e));
             }
         }
@@ -1346,7 +1346,7 @@ pub fn run(
     let text = serde_json::to_string_pretty(&doc)?;
     crate::report::finish_lab_run(&out, &text, &report, &tab, json)?;
     if let Some(i) = interrupted {
-        eprintln!("results: {}", out.display());
+        crate::say::say!("results: {}", out.display());
         return Err(crate::Interrupted(i).into());
     }
     if base_runs.iter().all(|r| r.received == 0) {
@@ -1355,7 +1355,7 @@ pub fn run(
             out.display()
         );
     }
-    eprintln!("results: {}", out.display());
+    crate::say::say!("results: {}", out.display());
     match failed {
         Some(e) => Err(e.into()),
         None => Ok(()),

@@ -98,9 +98,6 @@ pub struct RunArgs {
     /// TDP scenarios).
     #[arg(long)]
     pub keep: bool,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
     /// Turn the kernel's real-time throttling off for the run (sched_rt_runtime_us =
     /// -1, put back at the end, or by `lockstep lab clean` after a crash): without it a
     /// polling SCHED_FIFO thread is stopped for 50 ms of every second. A host setting:
@@ -290,7 +287,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                 let lifted = lockstep_linux::throttle::ThrottlingLifted::lift()
                     .map_err(|e| crate::EnvError(format!("--rt-throttling-off: {e}")))?;
                 if let Some(l) = &lifted {
-                    eprintln!(
+                    crate::say::say!(
                         "lab: RT throttling off for this run (kernel.sched_rt_runtime_us was {}; put back at the end, or by `lockstep lab clean` after a crash)",
                         l.previous()
                     );
@@ -306,14 +303,14 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                         output: a.output,
                         json: a.json,
                         keep: a.keep,
-                        quiet: a.quiet,
+                        quiet: crate::say::quiet(),
                         silent: false,
                         gates: a.gates,
                     };
                     run::run_scenario(&s, &opts).map(|_| ())
                 }
                 LabScenario::Shaped(sh) => {
-                    shaped::run(&sh, a.duration, a.output, a.quiet, &a.gates)
+                    shaped::run(&sh, a.duration, a.output, crate::say::quiet(), &a.gates)
                 }
                 LabScenario::Jitter(j) => method::run(
                     &j,
@@ -321,11 +318,11 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                     a.duration,
                     a.output,
                     a.json,
-                    a.quiet,
+                    crate::say::quiet(),
                     &a.gates,
                 ),
                 LabScenario::RtService(r) => {
-                    rtservice::run(&r, a.duration, a.output, a.json, a.quiet, &a.gates)
+                    rtservice::run(&r, a.duration, a.output, a.json, crate::say::quiet(), &a.gates)
                 }
             }
         }

@@ -734,7 +734,7 @@ pub fn run(
     let text = serde_json::to_string_pretty(&doc)?;
     crate::report::finish_lab_run(&out, &text, &report, &tab, json)?;
     if let Some(i) = interrupted {
-        eprintln!("results: {}", out.display());
+        crate::say::say!("results: {}", out.display());
         return Err(crate::Interrupted(i).into());
     }
     if rows.iter().all(|x| x.answered == 0) {
@@ -743,7 +743,7 @@ pub fn run(
             out.display()
         );
     }
-    eprintln!("results: {}", out.display());
+    crate::say::say!("results: {}", out.display());
     match failed {
         Some(e) => Err(e.into()),
         None => Ok(()),

@@ -762,7 +762,7 @@ fn run_one(
     procs.stop(|_| true, StdDuration::from_secs(3));
     drop(procs);
     if opts.keep {
-        eprintln!(
+        crate::say::say!(
             "kept namespaces {}: remove them with `lockstep lab clean`",
             topo.namespaces().join(" ")
         );
@@ -934,7 +934,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
 
     if !opts.quiet {
         for w in &doc.warnings {
-            eprintln!("lab {}: host: {w}", s.name);
+            crate::say::say!("lab {}: host: {w}", s.name);
         }
     }
     let runs = s.runs();

@@ -1258,7 +1258,7 @@ pub fn run(
     crate::report::write_atomic(&out.join("summary.json"), text.as_bytes())?;
     print!("{tab}");
     if let Some(i) = interrupted {
-        eprintln!("results: {}", out.display());
+        crate::say::say!("results: {}", out.display());
         return Err(crate::Interrupted(i).into());
     }
     let silent: Vec<String> = rows
@@ -1273,7 +1273,7 @@ pub fn run(
             out.display()
         );
     }
-    eprintln!("results: {}", out.display());
+    crate::say::say!("results: {}", out.display());
     match failed {
         Some(e) => Err(e.into()),
         None => Ok(()),

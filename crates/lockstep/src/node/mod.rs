@@ -109,9 +109,6 @@ pub struct NodeArgs {
     /// error exceeds TF/2 (across hosts; not in a one-host lab).
     #[arg(long)]
     pub require_sync: bool,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
     /// Take the TDP scheduling table from the admission controller at this URL
     /// (`lockstep ctl serve`): fetched at start and watched for changes, which a
     /// sender applies from the next frame on (see `ctl::sync`).
@@ -336,7 +333,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
     let mut ctx = Ctx {
         clock,
         output: args.output.clone(),
-        quiet: args.quiet,
+        quiet: crate::say::quiet(),
         ready_file: ready_file(&args, &file.node.name),
         start_at_ns: args.start_at_ns,
         duration: args.duration,
@@ -472,7 +469,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
         .map(|file| Ctx {
             clock,
             output: args.output.clone(),
-            quiet: args.quiet,
+            quiet: crate::say::quiet(),
             ready_file: ready_file(args, &file.node.name),
             start_at_ns: args.start_at_ns,
             duration: args.duration,
@@ -541,7 +538,7 @@ fn from_controller(
         (Err(e), None) => return Err(UsageError(e.to_string()).into()),
     };
     let (name, version, flows) = got.unwrap_or_default();
-    eprintln!(
+    crate::say::say!(
         "lockstep node {}: scheduling table version {version} from {url} ({flows} flows)",
         file.node.name
     );
@@ -631,7 +628,7 @@ fn finish(
         human.push_str(&dist_table(&rows));
     }
     if args.json {
-        eprint!("{human}");
+        crate::say::say_part!("{human}");
         let mut out = std::io::stdout().lock();
         out.write_all(text.as_bytes())?;
         out.write_all(b"\n")?;

@@ -126,7 +126,7 @@ pub fn run(args: NoiseArgs) -> Result<()> {
             &set,
             &req,
             out.sample_writer(header)?,
-            args.out.quiet,
+            crate::say::quiet(),
         )?],
         Some(list) => measure_each(&set, &req, &list.0, &out, header)?,
     };
@@ -180,7 +180,7 @@ fn measure_each(
                     cpu: Some(cpu),
                     ..req.clone()
                 };
-                let quiet = set.args.out.quiet || i > 0;
+                let quiet = crate::say::quiet() || i > 0;
                 s.spawn(move || measure(set, &req, w, quiet))
             })
             .collect();

@@ -1101,6 +1101,15 @@ pub fn run(args: StreamArgs) -> Result<()> {
     doc.insert("tx_timestamps", book.tx.counts().matched);
     doc.insert("tx_timestamps_missing", tx_missing);
     doc.insert("tx_timestamps_unmatched", book.tx.counts().unmatched);
+    if args.txtime {
+        let dropped = sock.txtime_errors();
+        doc.insert("txtime_dropped", dropped);
+        if dropped > 0 {
+            doc.warn(format!(
+                "--txtime: the qdisc dropped {dropped} packets for their launch time (already past when they reached it, or out of its window): raise --txtime-lead"
+            ));
+        }
+    }
     doc.insert("clock_map_uncertainty_ns", map.uncertainty_ns());
     doc.insert("l_i", &l_i_s);
     doc.insert("l_tx_from_send", &tx_send_s);

@@ -236,7 +236,7 @@ pub fn run(args: TimerArgs) -> Result<()> {
             &plan,
             &req,
             out.sample_writer(&SAMPLE_HEADER)?,
-            args.out.quiet,
+            crate::say::quiet(),
         )?],
         Some(list) => measure_each(&plan, &req, list, &out)?,
     };
@@ -330,7 +330,7 @@ fn measure_each(plan: &Plan, req: &RtRequest, cpus: &[usize], out: &Output) -> R
                     ..req.clone()
                 };
                 // one progress line for the run: the first thread's
-                let quiet = plan.args.out.quiet || i > 0;
+                let quiet = crate::say::quiet() || i > 0;
                 s.spawn(move || measure(plan, &req, w, quiet))
             })
             .collect();

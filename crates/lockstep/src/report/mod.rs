@@ -154,7 +154,7 @@ impl Output {
     /// Progress and human text: stderr with --json, else stdout.
     pub fn human(&self, text: &str) {
         if self.args.json {
-            eprint!("{text}");
+            crate::say::say_part!("{text}");
         } else {
             print!("{text}");
         }
@@ -162,7 +162,7 @@ impl Output {
 
     /// Progress lines (suppressed with --quiet); always on stderr.
     pub fn progress(&self, text: &str) {
-        if !self.args.quiet {
+        if !crate::say::quiet() {
             eprintln!("{text}");
         }
     }
@@ -228,7 +228,7 @@ impl Show {
         match self {
             Show::Table => print!("{table}"),
             Show::Json => {
-                eprint!("{table}");
+                crate::say::say_part!("{table}");
                 println!("{doc}");
             }
             Show::Nothing => {}
@@ -269,7 +269,7 @@ pub fn finish_lab_run_streamed(
     fs::rename(&tmp, &path).with_context(|| format!("cannot rename to {}", path.display()))?;
     match show {
         Show::Json => {
-            eprint!("{table}");
+            crate::say::say_part!("{table}");
             let mut f =
                 fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
             let stdout = std::io::stdout();

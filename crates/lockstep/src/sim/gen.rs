@@ -302,7 +302,7 @@ pub fn run(args: GenArgs) -> Result<()> {
     };
     std::fs::write(&args.output, text)
         .with_context(|| format!("--output: cannot write {}", args.output.display()))?;
-    eprintln!(
+    crate::say::say!(
         "{}: {} routers, {} links, {} flows",
         args.output.display(),
         g.n,

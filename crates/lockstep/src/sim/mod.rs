@@ -89,9 +89,6 @@ pub struct SimRunArgs {
     /// Print the result document on stdout (tables go to stderr).
     #[arg(long)]
     pub json: bool,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
     /// Also write each receiver's per-packet file, `<run>/<receiver>-packets.csv` in
     /// the result directory, as the lab does (one row per packet: large runs make
     /// large files).
