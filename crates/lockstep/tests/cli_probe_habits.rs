@@ -334,3 +334,36 @@ fn every_probe_help_says_how_it_waits_by_default() {
     }
     assert!(help(&["noise"]).contains("never sleeps"));
 }
+
+#[test]
+fn timer_cpus_stop_together_at_the_first_crossing() {
+    let (list, n) = cpu_list();
+    let o = lockstep(&[
+        "probe",
+        "timer",
+        "--cpus",
+        list,
+        "-i",
+        "1ms",
+        "-D",
+        "5s",
+        "--threshold",
+        "1ns",
+        "--no-mlock",
+        "-q",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc = json(&o);
+    let r = &doc["results"];
+    assert_eq!(r["stopped_by"], "threshold", "{r}");
+    assert!(r["threshold"]["latency_ns"].as_i64().is_some(), "{r}");
+    assert_eq!(doc["check_failed"], true);
+    let per = r["per_cpu"].as_array().expect("per_cpu");
+    assert_eq!(per.len(), n);
+    // the crossing thread stops at once, the others at their next wake-up
+    for p in per {
+        assert_eq!(p["stopped_by"], "threshold", "{p}");
+        assert!(p["samples"].as_u64().is_some_and(|s| s <= 1), "{p}");
+    }
+}
