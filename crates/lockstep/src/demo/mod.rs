@@ -271,13 +271,7 @@ fn live_duration(s: &Scenario, args: &DemoArgs, scale: u32) -> Duration {
     Duration::from_secs(secs.clamp(10, LIVE_MAX_SECS) as i64)
 }
 
-fn sim_part(
-    s: &Scenario,
-    dir: &Path,
-    host: &str,
-    name: &str,
-    duration: Duration,
-) -> Result<Part> {
+fn sim_part(s: &Scenario, dir: &Path, host: &str, name: &str, duration: Duration) -> Result<Part> {
     let sub = if host == "ideal" {
         "simulated"
     } else {
