@@ -321,9 +321,14 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                     crate::say::quiet(),
                     &a.gates,
                 ),
-                LabScenario::RtService(r) => {
-                    rtservice::run(&r, a.duration, a.output, a.json, crate::say::quiet(), &a.gates)
-                }
+                LabScenario::RtService(r) => rtservice::run(
+                    &r,
+                    a.duration,
+                    a.output,
+                    a.json,
+                    crate::say::quiet(),
+                    &a.gates,
+                ),
             }
         }
         LabCmd::Plan(a) => {

@@ -199,7 +199,14 @@ pub fn run_scenario(s: &Scenario, args: &SimRunArgs, load_ns: i64) -> Result<Sce
         let prefix = format!("sim {} [{}/{} {}] ", s.name, i + 1, runs.len(), run.label);
         let packets = args.packets.then(|| dir.join(&run.dir));
         let opts = run_options(&opts, args, &run.dir)?;
-        let Some(mut o) = simulate(&p, &opts, duration, &prefix, crate::say::quiet(), packets.as_deref())?
+        let Some(mut o) = simulate(
+            &p,
+            &opts,
+            duration,
+            &prefix,
+            crate::say::quiet(),
+            packets.as_deref(),
+        )?
         else {
             break;
         };

@@ -417,7 +417,15 @@ pub fn run(s: &Shaped, text: &str, args: &SimRunArgs) -> Result<()> {
             break;
         }
         let prefix = format!("sim {} [{}/{} {kind} Ts={ts}] ", s.name, i + 1, rows.len());
-        outcomes.push(simulate(&s, &p, &opts, *kind, *ts, &prefix, crate::say::quiet())?);
+        outcomes.push(simulate(
+            &s,
+            &p,
+            &opts,
+            *kind,
+            *ts,
+            &prefix,
+            crate::say::quiet(),
+        )?);
     }
     // what a stop left undone: the row it cut short, the rows not simulated
     let mut undone: Vec<String> = outcomes
