@@ -104,7 +104,6 @@ fn timer_cpus_measures_on_each_cpu_and_merges() {
         "-l",
         "20",
         "--no-mlock",
-        "-q",
         "--json",
         "--output",
         &out,
@@ -129,7 +128,8 @@ fn timer_cpus_measures_on_each_cpu_and_merges() {
     assert_eq!(r["latency"]["count"].as_u64(), Some(20 * n as u64));
     assert_eq!(doc["realtime"]["cpus"].as_array().map(Vec::len), Some(n));
     assert!(doc["realtime"]["cpu"].is_null());
-    // the text: cyclictest's line per thread, then the merged one
+    // the text (on stderr beside --json, unless -q): cyclictest's line per thread,
+    // then the merged one
     let text = stderr(&o);
     for i in 0..n {
         assert!(text.contains(&format!("T:{i:>2} (")), "{text}");
