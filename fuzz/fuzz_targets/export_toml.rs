@@ -8,8 +8,8 @@
 //!
 //! `lockstep` is a binary crate without a library, so its `export.rs` is compiled
 //! into this target with `#[path]`; the few names it takes from the binary's root
-//! (`UsageError`, `EnvError`, `Interrupted`, `node::config`, and `stop`, compiled here
-//! from its file too) are given here as the binary defines
+//! (`UsageError`, `EnvError`, `Interrupted`, `node::config`, and `stop` and `say`, compiled
+//! here from their files too) are given here as the binary defines
 //! them.
 //!
 //! The stable, deterministic twin that runs in `cargo test` is
@@ -42,6 +42,10 @@ pub struct Interrupted(pub String);
 #[allow(dead_code)]
 #[path = "../../crates/lockstep/src/stop.rs"]
 mod stop;
+
+#[allow(dead_code, unused_imports, unused_macros)]
+#[path = "../../crates/lockstep/src/say.rs"]
+mod say;
 
 /// As crates/lockstep/src/node/mod.rs exports it.
 mod node {
