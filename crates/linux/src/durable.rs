@@ -5,7 +5,7 @@
 //! or the new one, never a mixture.
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Why a file was not written; the target is then as it was before.
@@ -28,13 +28,26 @@ fn temporary(path: &Path) -> PathBuf {
 
 /// Writes `bytes` to `path` atomically and durably (see the module's header).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] for bytes `fill` writes as it makes them (a document too large
+/// to hold in memory twice).
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), WriteError> {
     let tmp = temporary(path);
     let fail = |what, p: &Path| {
         let path = p.display().to_string();
         move |source| WriteError { what, path, source }
     };
     let written = File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).map(|()| f))
+        .and_then(|f| {
+            let mut w = BufWriter::new(f);
+            fill(&mut w)?;
+            w.into_inner().map_err(io::IntoInnerError::into_error)
+        })
         .map_err(fail("write", &tmp))
         .and_then(|f| f.sync_all().map_err(fail("flush", &tmp)))
         .and_then(|()| fs::rename(&tmp, path).map_err(fail("rename to", path)));
@@ -42,7 +55,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
         let _ = fs::remove_file(&tmp);
     }
     written?;
-    // The directory entry: without this the rename may be lost in a power cut.
+    sync_parent(path);
+    Ok(())
+}
+
+/// Flushes the directory entry of `path`: without this the rename may be lost in a
+/// power cut. Best effort: some file systems refuse to sync a directory.
+fn sync_parent(path: &Path) {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -50,7 +69,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -89,6 +107,27 @@ mod tests {
         assert!(e.to_string().starts_with("cannot write "), "{e}");
         assert!(e.to_string().contains("out.txt."), "{e}");
         assert!(!p.exists());
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_streamed_write_that_fails_leaves_the_target_as_it_was() {
+        let d = scratch("stream");
+        let p = d.join("summary.json");
+        fs::write(&p, b"old").expect("old file");
+        let e = write_atomic_with(&p, |w| {
+            w.write_all(b"half")?;
+            Err(io::Error::other("the document could not be made"))
+        })
+        .expect_err("fill failed");
+        assert!(
+            e.to_string().contains("the document could not be made"),
+            "{e}"
+        );
+        assert_eq!(fs::read(&p).expect("read back"), b"old");
+        write_atomic_with(&p, |w| w.write_all(b"new")).expect("written");
+        assert_eq!(fs::read(&p).expect("read back"), b"new");
+        assert_eq!(fs::read_dir(&d).expect("dir").count(), 1);
         let _ = fs::remove_dir_all(&d);
     }
 

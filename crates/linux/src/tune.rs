@@ -135,9 +135,9 @@ fn write_state(path: &Path, state: &State) -> Result<(), TuneError> {
         fs::create_dir_all(parent).map_err(err)?;
     }
     let json = serde_json::to_string_pretty(state).map_err(|e| err(io::Error::other(e)))?;
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, json + "\n").map_err(err)?;
-    fs::rename(&tmp, path).map_err(err)
+    // Whole or not at all, and on the disk before anything is changed: the state is
+    // what puts the host back after a crash.
+    crate::durable::write_atomic(path, (json + "\n").as_bytes()).map_err(|e| err(e.source))
 }
 
 /// Reads the previous value a change would overwrite.

@@ -258,15 +258,9 @@ pub fn finish_lab_run_streamed(
     write_atomic(&out.join("report.html"), html::render(&report).as_bytes())?;
     drop(report);
     let path = out.join("summary.json");
-    let tmp = path.with_extension("tmp");
-    let file = fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    let mut w = std::io::BufWriter::new(file);
-    serde_json::to_writer_pretty(&mut w, doc)
-        .map_err(anyhow::Error::from)
-        .and_then(|()| w.flush().map_err(anyhow::Error::from))
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    drop(w);
-    fs::rename(&tmp, &path).with_context(|| format!("cannot rename to {}", path.display()))?;
+    lockstep_linux::durable::write_atomic_with(&path, |w| {
+        serde_json::to_writer_pretty(w, doc).map_err(std::io::Error::from)
+    })?;
     match show {
         Show::Json => {
             crate::say::say_part!("{table}");
