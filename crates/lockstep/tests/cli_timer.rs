@@ -164,7 +164,6 @@ fn timer_short_run_json() {
         "--count",
         "200",
         "--json",
-        "-q",
     ]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let doc = json(&o);
