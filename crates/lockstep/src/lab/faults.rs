@@ -234,6 +234,7 @@ impl FaultCheck {
     ) {
         let resume_by = end.saturating_add(2 * cycle_ns);
         let mut recovered = None::<i64>;
+        let mut never_back = false;
         for x in &self.flows {
             let is_hit = v.flows_hit.contains(&x.name);
             let longest = self.tracks.get(&x.id).map_or(0, |t| t.max_good_ns);
@@ -263,10 +264,14 @@ impl FaultCheck {
                         x.name, b.lost, b.late
                     );
                 }
-                recovered = Some(recovered.unwrap_or(0).max(b.to.saturating_sub(end)));
+                if b.to == i64::MAX {
+                    never_back = true;
+                } else {
+                    recovered = Some(recovered.unwrap_or(0).max(b.to.saturating_sub(end)));
+                }
             }
         }
-        v.recovered_after_ns = recovered.map(|r| r.max(0));
+        v.recovered_after_ns = recovered.filter(|_| !never_back).map(|r| r.max(0));
         if v.pass {
             v.detail = match recovered {
                 None => "no packet lost or late".to_string(),

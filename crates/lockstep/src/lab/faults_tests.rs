@@ -154,6 +154,10 @@ fn losses_at_the_end_mean_the_flow_never_came_back() {
     assert!(!v.pass);
     assert_eq!(v.lost, 150);
     assert!(v.detail.contains("never came back"), "{}", v.detail);
+    assert_eq!(
+        v.recovered_after_ns, None,
+        "a flow that never came back has no recovery time"
+    );
 }
 
 fn offset(ns: i64) -> Fault {
