@@ -39,7 +39,7 @@ fn sim_run(dir: &Path, extra: &[&str]) -> (Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
         .args(["sim", "run"])
         .arg(scenario())
-        .args(["--duration", "500ms", "--json", "-q", "--output"])
+        .args(["--duration", "500ms", "--json", "--output"])
         .arg(dir)
         .args(extra)
         .output()
