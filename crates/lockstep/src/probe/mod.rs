@@ -9,6 +9,9 @@ pub mod timer;
 
 use anyhow::Result;
 use clap::Subcommand;
+use lockstep_linux::rt::RtRequest;
+
+use crate::report::{Output, SampleWriter};
 
 #[derive(Subcommand, Debug)]
 pub enum ProbeCmd {
@@ -58,4 +61,48 @@ pub fn run(cmd: ProbeCmd) -> Result<()> {
         ProbeCmd::Sink(a) => sink::run(a),
         ProbeCmd::Rr(c) => rr::run(c),
     }
+}
+
+/// `--cpus`: one pinned thread per CPU of `cpus`, each set up as `req` says with
+/// its own sample file (`samples.cpuN.csv`, when samples are asked for), running
+/// `measure(its request, its writer, quiet)`; their results in the order of the
+/// list. Only the first thread shows progress.
+pub(crate) fn on_each_cpu<T: Send>(
+    req: &RtRequest,
+    cpus: &[usize],
+    out: &Output,
+    header: &[&str],
+    measure: impl Fn(&RtRequest, Option<SampleWriter>, bool) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let base = out.samples_path()?;
+    let mut writers = Vec::with_capacity(cpus.len());
+    for &cpu in cpus {
+        writers.push(match &base {
+            Some(p) => Some(SampleWriter::create(&timer::per_cpu_path(p, cpu), header)?),
+            None => None,
+        });
+    }
+    let measure = &measure;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cpus
+            .iter()
+            .zip(writers)
+            .enumerate()
+            .map(|(i, (&cpu, w))| {
+                let req = RtRequest {
+                    cpu: Some(cpu),
+                    ..req.clone()
+                };
+                let quiet = crate::say::quiet() || i > 0;
+                s.spawn(move || measure(&req, w, quiet))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a measuring thread panicked"))?
+            })
+            .collect()
+    })
 }

@@ -17,7 +17,7 @@ use lockstep_core::{limits, ClockId, Duration, Instant};
 use lockstep_linux::{clock, signal, Waiter};
 use serde_json::{json, Value};
 
-use super::timer::{per_cpu_path, progress_head, Progress};
+use super::timer::{progress_head, Progress};
 use crate::cli::{parse_clock, parse_duration_positive, LengthArgs, OutputArgs, RtArgs};
 use crate::report::human::{dist_table, fmt_ns, kv, pow2_histogram};
 use crate::report::{Output, ResultDoc, SampleWriter};
@@ -128,7 +128,9 @@ pub fn run(args: NoiseArgs) -> Result<()> {
             out.sample_writer(header)?,
             crate::say::quiet(),
         )?],
-        Some(list) => measure_each(&set, &req, &list.0, &out, header)?,
+        Some(list) => super::on_each_cpu(&req, &list.0, &out, header, |r, w, q| {
+            measure(&set, r, w, q)
+        })?,
     };
     finish(&args, doc, &out, runs, mode)
 }
@@ -152,46 +154,6 @@ struct CpuRun {
     rt: lockstep_linux::rt::RtState,
     rec: Rec,
     stopped: &'static str,
-}
-
-/// One pinned thread per CPU of `cpus`, each set up as `req` says.
-fn measure_each(
-    set: &Setup,
-    req: &RtRequest,
-    cpus: &[usize],
-    out: &Output,
-    header: &[&str],
-) -> Result<Vec<CpuRun>> {
-    let base = out.samples_path()?;
-    let mut writers = Vec::with_capacity(cpus.len());
-    for &cpu in cpus {
-        writers.push(match &base {
-            Some(p) => Some(SampleWriter::create(&per_cpu_path(p, cpu), header)?),
-            None => None,
-        });
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = cpus
-            .iter()
-            .zip(writers)
-            .enumerate()
-            .map(|(i, (&cpu, w))| {
-                let req = RtRequest {
-                    cpu: Some(cpu),
-                    ..req.clone()
-                };
-                let quiet = crate::say::quiet() || i > 0;
-                s.spawn(move || measure(set, &req, w, quiet))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a measuring thread panicked"))?
-            })
-            .collect()
-    })
 }
 
 /// Sets up the calling thread and runs the loop of the mode on it.

@@ -238,7 +238,9 @@ pub fn run(args: TimerArgs) -> Result<()> {
             out.sample_writer(&SAMPLE_HEADER)?,
             crate::say::quiet(),
         )?],
-        Some(list) => measure_each(&plan, &req, list, &out)?,
+        Some(list) => super::on_each_cpu(&req, list, &out, &SAMPLE_HEADER, |r, w, q| {
+            measure(&plan, r, w, q)
+        })?,
     };
     let saved = match (session.as_mut(), &args.trace) {
         (Some(s), Some(file)) => Some(save_trace(s, file, &runs, &mut doc)),
@@ -305,42 +307,6 @@ fn save_trace(
         "file": saved.map(|_| file),
         "saved_bytes": saved,
         "events": events,
-    })
-}
-
-/// One pinned thread per CPU of `cpus`, each set up as `req` says; their runs in the
-/// order of the list.
-fn measure_each(plan: &Plan, req: &RtRequest, cpus: &[usize], out: &Output) -> Result<Vec<CpuRun>> {
-    let base = out.samples_path()?;
-    let mut writers = Vec::with_capacity(cpus.len());
-    for &cpu in cpus {
-        writers.push(match &base {
-            Some(p) => Some(SampleWriter::create(&per_cpu_path(p, cpu), &SAMPLE_HEADER)?),
-            None => None,
-        });
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = cpus
-            .iter()
-            .zip(writers)
-            .enumerate()
-            .map(|(i, (&cpu, w))| {
-                let req = RtRequest {
-                    cpu: Some(cpu),
-                    ..req.clone()
-                };
-                // one progress line for the run: the first thread's
-                let quiet = crate::say::quiet() || i > 0;
-                s.spawn(move || measure(plan, &req, w, quiet))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a measuring thread panicked"))?
-            })
-            .collect()
     })
 }
 
