@@ -36,12 +36,7 @@ pub fn render(c: &CompareDoc, a: &LabReport, b: &LabReport) -> String {
         page.push_str("</section>");
     }
     unmatched(&mut page, c);
-    let _ = write!(
-        page,
-        r#"<footer>lockstep {} · a self-contained page: no scripts, nothing fetched</footer></main></body></html>"#,
-        env!("CARGO_PKG_VERSION")
-    );
-    page.push('\n');
+    super::html::end_page(&mut page);
     page
 }
 

@@ -230,13 +230,17 @@ pub fn render(report: &LabReport) -> String {
         inter_arrival_section(&mut page, report, &names);
         slips_section(&mut page, report, &names);
     }
-    let _ = write!(
+    end_page(&mut page);
+    page
+}
+
+/// The footer every page of lockstep ends with, and the end of the document.
+pub(crate) fn end_page(page: &mut String) {
+    let _ = writeln!(
         page,
         r#"<footer>lockstep {} · a self-contained page: no scripts, nothing fetched</footer></main></body></html>"#,
         env!("CARGO_PKG_VERSION")
     );
-    page.push('\n');
-    page
 }
 
 /// Flow names across all runs, in order of first appearance; the position picks the

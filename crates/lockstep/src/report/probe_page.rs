@@ -40,12 +40,7 @@ pub fn render(p: &ProbePage) -> String {
     table(&mut page, &p.dists);
     facts(&mut page, p);
     charts(&mut page, &p.dists);
-    let _ = write!(
-        page,
-        r#"<footer>lockstep {} · a self-contained page: no scripts, nothing fetched</footer></main></body></html>"#,
-        env!("CARGO_PKG_VERSION")
-    );
-    page.push('\n');
+    super::html::end_page(&mut page);
     page
 }
 
