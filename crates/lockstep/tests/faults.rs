@@ -179,3 +179,34 @@ fn lab_runs_every_fault_scenario() {
     let v = check("lab", "flood.toml", false);
     assert_eq!(v["fault"], "flood", "{v}");
 }
+
+/// The guard at a frame's start: over links so fast that a packet crosses in well
+/// under the offset, a router whose clock is behind its upstream's by the guard gets
+/// each packet before its frame turns; it holds it for that frame (no slip). A
+/// microsecond more than the guard, every packet slips.
+#[test]
+fn sim_a_clock_behind_by_the_guard_keeps_its_frames_over_a_fast_link() {
+    let text = std::fs::read_to_string(scenario("faults/clock-within-guard.toml"))
+        .expect("the scenario")
+        .replace("rate = \"100Mbit/s\"", "rate = \"10Gbit/s\"");
+    assert!(text.contains("10Gbit/s") && text.contains("offset = \"-10us\""));
+    let dir = out_dir("fast-link");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    for (offset, slips) in [("-10us", 0), ("-11us", 8001)] {
+        let file = dir.join(format!("fast{offset}.toml"));
+        std::fs::write(&file, text.replace("-10us", offset)).expect("write scenario");
+        let (f, out) = (
+            file.display().to_string(),
+            dir.join(offset).display().to_string(),
+        );
+        let o = lockstep(&["sim", "run", &f, "--json", "-o", &out]);
+        let doc: Value = serde_json::from_slice(&o.stdout).expect("the document");
+        let vs = verdicts(&doc);
+        assert_eq!(vs.len(), 1);
+        let v = &vs[0].1;
+        assert_eq!(v["pass"], true, "{offset}: {v}");
+        assert_eq!(u(v, "slips"), slips, "{offset}: {v}");
+        assert_eq!((u(v, "lost"), u(v, "late")), (0, 0), "{offset}: {v}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

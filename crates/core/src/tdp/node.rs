@@ -195,6 +195,12 @@ struct PortState {
     /// Edge: packets held for frames beyond the next one, ring indexed by
     /// `frame mod (k + 1)` (empty unless the node is an edge in TDP mode).
     hold: Vec<VecDeque<Pending>>,
+    /// Reserved packets one frame beyond the queues' reach that arrived less than a
+    /// guard before the current frame ends (an upstream clock ahead of this node's
+    /// by less than the guard, over a fast link): queued when the frame turns.
+    early: VecDeque<Pending>,
+    /// The wire bits held in `early`, at most one frame's capacity.
+    early_bits: u128,
     be: VecDeque<Pending>,
     /// A ready padding frame (DSCP 0), `None` when the port sends no padding.
     padding: Option<[u8; PADDING_FRAME_LEN]>,
@@ -353,6 +359,7 @@ impl Node {
             for q in &mut port.hold {
                 q.iter_mut().for_each(fix);
             }
+            port.early.iter_mut().for_each(fix);
             port.be.iter_mut().for_each(fix);
         }
         let Node {
@@ -804,9 +811,18 @@ impl Node {
             // either: it is a slip like a late one, and `on_slip` decides its fate.
             // Sending it best effort regardless let it wait behind a saturated
             // link for seconds (mesh4).
-            Err((EnqueueError::TooEarly { .. }, p)) => {
-                self.counters.too_early += 1;
-                self.slip(now, out, p, SlipReason::TooEarly);
+            Err((
+                EnqueueError::TooEarly {
+                    frame,
+                    current,
+                    d_max,
+                },
+                p,
+            )) => {
+                if let Err(p) = self.hold_early(now, out, (frame, current, d_max), p) {
+                    self.counters.too_early += 1;
+                    self.slip(now, out, p, SlipReason::TooEarly);
+                }
             }
             Err((EnqueueError::Full { .. }, p)) => {
                 self.counters.queue_full += 1;
@@ -816,6 +832,54 @@ impl Node {
     }
 
     /// A reserved packet that missed its frame on port `out`.
+    /// The guard at a frame's start: a reserved packet for the frame just beyond the
+    /// queues' reach (`current + d_max + 1`) that arrives less than a guard before
+    /// the current frame ends is held (at most one frame's capacity per port) and
+    /// queued when the frame turns. Its upstream's clock is ahead of this node's by
+    /// less than the guard and the link was faster than the difference. Anything
+    /// else is handed back: a slip.
+    fn hold_early(
+        &mut self,
+        now: i64,
+        out: usize,
+        (frame, current, d_max): (i64, i64, u32),
+        p: Pending,
+    ) -> Result<(), Pending> {
+        let guard = self.clock.guard().as_nanos();
+        let within = self
+            .clock
+            .frame_start(current.saturating_add(1))
+            .is_some_and(|start| start.saturating_sub(now) <= guard);
+        let port = &mut self.ports[out];
+        let bits = u128::from(wire_bytes(&port.link, p.ip_len)) * 8;
+        let next_reach = current.saturating_add(i64::from(d_max) + 1);
+        if guard == 0
+            || !within
+            || frame != next_reach
+            || port.early_bits + bits > port.capacity_bits
+        {
+            return Err(p);
+        }
+        port.early_bits += bits;
+        port.early.push_back(p);
+        self.held += 1;
+        Ok(())
+    }
+
+    /// At a frame's turn: the packets [`Self::hold_early`] kept go to their queues.
+    fn release_early(&mut self, now: i64, pi: usize) {
+        if self.ports[pi].early.is_empty() {
+            return;
+        }
+        let early = std::mem::take(&mut self.ports[pi].early);
+        self.ports[pi].early_bits = 0;
+        for p in early {
+            self.held -= 1;
+            let frame = p.frame;
+            self.enqueue_reserved(now, pi, frame, p);
+        }
+    }
+
     fn slip(&mut self, now: i64, out: usize, mut p: Pending, why: SlipReason) {
         p.slipped = true;
         self.counters.ports[out].slipped += 1;
@@ -958,6 +1022,11 @@ impl Node {
                         self.slip(now, pi, p, SlipReason::MissedFrame);
                     }
                 }
+                self.ports[pi].early_bits = 0;
+                while let Some(p) = self.ports[pi].early.pop_front() {
+                    self.held -= 1;
+                    self.slip(now, pi, p, SlipReason::MissedFrame);
+                }
             }
             self.counters.frames += skipped;
             self.current = Some(f);
@@ -979,6 +1048,7 @@ impl Node {
                 self.slip(now, pi, p, SlipReason::MissedFrame);
             }
             self.scratch = scratch;
+            self.release_early(now, pi);
             // edge: the frame after this one is now within reach of the queues
             let next = g.saturating_add(1);
             let idx = next.rem_euclid(ring) as usize;
@@ -1610,6 +1680,8 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
             } else {
                 Vec::new()
             },
+            early: VecDeque::new(),
+            early_bits: 0,
             be: VecDeque::new(),
             padding,
             padding_due: false,
