@@ -740,7 +740,9 @@ fn client(args: RrClientArgs) -> Result<()> {
     out.human(&text);
     out.finish(&doc)?;
     let tried = report.sent + errors.total;
-    if tried > 0 && report.answered == 0 {
+    // Every request failed: none answered and at least one lost or not sent. A run
+    // stopped while its only requests were still within their timeout has lost none.
+    if report.answered == 0 && report.lost + errors.total > 0 {
         return Err(EnvError(format!(
             "none of the {tried} requests was answered within {} (is `lockstep probe rr server` listening at {}?)",
             args.timeout, args.to
