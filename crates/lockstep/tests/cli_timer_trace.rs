@@ -5,25 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use lockstep_linux::tracefs::SESSION_EVENTS as EVENTS;
 use serde_json::Value;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
-
-/// The events a trace session may enable (those of them this kernel has).
-const EVENTS: [&str; 12] = [
-    "sched/sched_switch",
-    "sched/sched_wakeup",
-    "sched/sched_waking",
-    "irq/irq_handler_entry",
-    "irq/irq_handler_exit",
-    "irq/softirq_entry",
-    "irq/softirq_exit",
-    "timer/hrtimer_start",
-    "timer/hrtimer_expire_entry",
-    "timer/hrtimer_expire_exit",
-    "irq_vectors/local_timer_entry",
-    "irq_vectors/local_timer_exit",
-];
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -868,12 +868,17 @@ impl Node {
 
     /// At a frame's turn: the packets [`Self::hold_early`] kept go to their queues.
     fn release_early(&mut self, now: i64, pi: usize) {
-        if self.ports[pi].early.is_empty() {
+        // In place, the ones held now only (a packet may be held again): no
+        // allocation per frame.
+        let n = self.ports[pi].early.len();
+        if n == 0 {
             return;
         }
-        let early = std::mem::take(&mut self.ports[pi].early);
         self.ports[pi].early_bits = 0;
-        for p in early {
+        for _ in 0..n {
+            let Some(p) = self.ports[pi].early.pop_front() else {
+                break;
+            };
             self.held -= 1;
             let frame = p.frame;
             self.enqueue_reserved(now, pi, frame, p);

@@ -7,6 +7,8 @@ pub mod sink;
 pub mod stream;
 pub mod timer;
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Result;
 use clap::Subcommand;
 use lockstep_linux::rt::RtRequest;
@@ -78,7 +80,7 @@ pub(crate) fn on_each_cpu<T: Send>(
     let mut writers = Vec::with_capacity(cpus.len());
     for &cpu in cpus {
         writers.push(match &base {
-            Some(p) => Some(SampleWriter::create(&timer::per_cpu_path(p, cpu), header)?),
+            Some(p) => Some(SampleWriter::create(&per_cpu_path(p, cpu), header)?),
             None => None,
         });
     }
@@ -105,4 +107,14 @@ pub(crate) fn on_each_cpu<T: Send>(
             })
             .collect()
     })
+}
+
+/// `samples.csv` → `samples.cpu3.csv`: one sample file per CPU.
+fn per_cpu_path(p: &Path, cpu: usize) -> PathBuf {
+    let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match p.extension() {
+        Some(ext) => format!("{stem}.cpu{cpu}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.cpu{cpu}"),
+    };
+    p.with_file_name(name)
 }

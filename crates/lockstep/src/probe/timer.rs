@@ -310,16 +310,6 @@ fn save_trace(
     })
 }
 
-/// `samples.csv` → `samples.cpu3.csv`: one sample file per CPU.
-pub(crate) fn per_cpu_path(p: &Path, cpu: usize) -> PathBuf {
-    let stem = p.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match p.extension() {
-        Some(ext) => format!("{stem}.cpu{cpu}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.cpu{cpu}"),
-    };
-    p.with_file_name(name)
-}
-
 /// Sets up the calling thread as `req` says and measures on it; any failure stops the
 /// other threads of the run too.
 fn measure(
