@@ -37,7 +37,9 @@
 //!    first, so packets are never processed in a frame the node has not started);
 //!    each frame goes to `handle_packet` with its kernel RX timestamp (converted from
 //!    `CLOCK_REALTIME` to the node's clock) and the application receive time (one
-//!    clock reading per batch).
+//!    clock reading per batch). A batch that gives a router a frame start before
+//!    the deadline (an idle router's first packet) ends the wait: the loop plans
+//!    again.
 //! 3. **forward** — `flush`: whatever may leave now leaves now (FIFO mode: everything;
 //!    TDP: best effort in the unused part of the frame).
 //! 4. **TX timestamps** — drained from the error queues of the sockets that sent
@@ -537,28 +539,18 @@ impl Group {
                     r.take_table();
                 }
             }
-            let frame_start = self
-                .routers
-                .iter()
-                .filter_map(|r| r.node.poll_timeout())
-                .map(|t| t.ns)
-                .min();
-            let mut deadline = now.ns.saturating_add(HOUSEKEEPING_NS);
-            let mut precise = false;
-            if let Some(t) = frame_start {
-                if t <= deadline {
-                    deadline = t;
-                    precise = true;
-                }
-            }
-            if let Some(e) = end {
-                if e < deadline {
-                    deadline = e;
-                    precise = false;
-                }
-            }
+            let (deadline, precise) = wake_plan(now.ns, self.earliest_timeout(), end);
             now = self.run_until(deadline, precise)?;
         }
+    }
+
+    /// The earliest frame start any router waits for.
+    fn earliest_timeout(&self) -> Option<i64> {
+        self.routers
+            .iter()
+            .filter_map(|r| r.node.poll_timeout())
+            .map(|t| t.ns)
+            .min()
     }
 
     /// Receives and forwards until the clock reads `deadline`; returns that reading.
@@ -626,11 +618,32 @@ impl Group {
                 }
                 got += n;
             }
+            // A packet can give an idle router a frame start before the deadline
+            // this wait was planned for (housekeeping): plan again. (Waiting on,
+            // its packets left only when the next packet woke the loop: past their
+            // send deadline on a router whose clock reads late.)
+            if got > 0 && self.earliest_timeout().is_some_and(|t| t < deadline) {
+                return Ok(lockstep_linux::now(self.clock));
+            }
             if got == 0 && block_for.is_none() {
                 std::hint::spin_loop();
             }
         }
     }
+}
+
+/// Until when the loop waits from `now`, and whether that is a frame start (hybrid
+/// spins towards one): the earliest frame start a router waits for, unless the end
+/// of the run or the next housekeeping comes first.
+fn wake_plan(now: i64, frame_start: Option<i64>, end: Option<i64>) -> (i64, bool) {
+    let mut plan = (now.saturating_add(HOUSEKEEPING_NS), false);
+    if let Some(t) = frame_start.filter(|&t| t <= plan.0) {
+        plan = (t, true);
+    }
+    if let Some(e) = end.filter(|&e| e < plan.0) {
+        plan = (e, false);
+    }
+    plan
 }
 
 impl Router {
@@ -1118,6 +1131,20 @@ mod tests {
         f.extend(ip);
         f.extend(l4);
         (f, full)
+    }
+
+    #[test]
+    fn the_loop_waits_for_the_first_of_frame_start_end_and_housekeeping() {
+        let h = HOUSEKEEPING_NS;
+        // idle: housekeeping only
+        assert_eq!(wake_plan(1_000, None, None), (1_000 + h, false));
+        // a frame start before it is waited for precisely
+        assert_eq!(wake_plan(1_000, Some(2_500), None), (2_500, true));
+        // one beyond it waits for the next housekeeping
+        assert_eq!(wake_plan(0, Some(h + 1), None), (h, false));
+        // the end of the run comes first
+        assert_eq!(wake_plan(0, Some(2_500), Some(2_000)), (2_000, false));
+        assert_eq!(wake_plan(0, Some(2_500), Some(3_000)), (2_500, true));
     }
 
     #[test]
