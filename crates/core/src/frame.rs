@@ -120,14 +120,29 @@ impl FrameClock {
     /// index that fits in an `i64` because `TF >= 1 ns`... except when the offset pushes
     /// past the limits, where the index saturates.
     pub fn frame_of(&self, t_ns: i64) -> i64 {
+        // 64-bit arithmetic whenever it cannot overflow (every instant of a real run;
+        // a 128-bit division costs several times more), 128-bit at the limits
+        if let Some(since) = self.since_epoch_i64(t_ns) {
+            return since.div_euclid(self.tf.as_nanos());
+        }
         let f = self
             .since_epoch(t_ns)
             .div_euclid(self.tf.as_nanos() as i128);
         f.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
+    /// [`Self::since_epoch`] when it fits in an `i64`.
+    #[inline]
+    fn since_epoch_i64(&self, t_ns: i64) -> Option<i64> {
+        t_ns.checked_add(self.offset.as_nanos())?
+            .checked_sub(self.epoch_ns)
+    }
+
     /// How far into its frame the instant lies, in `[0, TF)`.
     pub fn position_in_frame(&self, t_ns: i64) -> Duration {
+        if let Some(since) = self.since_epoch_i64(t_ns) {
+            return Duration(since.rem_euclid(self.tf.as_nanos()));
+        }
         Duration(
             self.since_epoch(t_ns)
                 .rem_euclid(self.tf.as_nanos() as i128) as i64,
@@ -137,6 +152,13 @@ impl FrameClock {
     /// The instant (on this node's clock) at which `frame` starts, or `None` if it is
     /// not representable as an `i64`.
     pub fn frame_start(&self, frame: i64) -> Option<i64> {
+        let fast = frame
+            .checked_mul(self.tf.as_nanos())
+            .and_then(|t| t.checked_add(self.epoch_ns))
+            .and_then(|t| t.checked_sub(self.offset.as_nanos()));
+        if fast.is_some() {
+            return fast;
+        }
         let t = frame as i128 * self.tf.as_nanos() as i128 + self.epoch_ns as i128
             - self.offset.as_nanos() as i128;
         i64::try_from(t).ok()
@@ -320,6 +342,24 @@ mod tests {
             let slot = c.slot_in_cycle(f);
             prop_assert!(slot < k);
             prop_assert_eq!(c.cycle_of(f) as i128 * k as i128 + slot as i128, f as i128);
+        }
+
+        /// The 64-bit fast paths give what exact 128-bit arithmetic gives, limits
+        /// included (where they fall back to it).
+        #[test]
+        fn the_fast_paths_are_exact(
+            tf in 1i64..10_000_000_000, epoch in any::<i64>(), offset in any::<i64>(),
+            t in any::<i64>(), f in any::<i64>()
+        ) {
+            let c = FrameClock::new(Duration(tf), 8).unwrap()
+                .with_epoch(epoch).with_offset(Duration(offset));
+            let since = c.since_epoch(t);
+            let exact = since.div_euclid(i128::from(tf))
+                .clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+            prop_assert_eq!(c.frame_of(t), exact);
+            prop_assert_eq!(c.position_in_frame(t).as_nanos() as i128, since.rem_euclid(i128::from(tf)));
+            let start = i128::from(f) * i128::from(tf) + i128::from(epoch) - i128::from(offset);
+            prop_assert_eq!(c.frame_start(f), i64::try_from(start).ok());
         }
 
         #[test]

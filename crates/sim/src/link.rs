@@ -128,8 +128,13 @@ impl LinkDir {
         if until <= now {
             return 0;
         }
-        let ns = (until - now) as u128;
-        ((ns * u128::from(self.rate_bps) / 8 / 1_000_000_000) as u64).saturating_sub(depth)
+        let ns = (until - now) as u64;
+        // 64-bit while it cannot overflow (a backlog of seconds), 128-bit beyond
+        let bytes = match ns.checked_mul(self.rate_bps) {
+            Some(bits_e9) => bits_e9 / 8_000_000_000,
+            None => (u128::from(ns) * u128::from(self.rate_bps) / 8_000_000_000) as u64,
+        };
+        bytes.saturating_sub(depth)
     }
 
     /// When a frame of `bytes` handed over at `now` leaves.

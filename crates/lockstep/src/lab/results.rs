@@ -215,8 +215,12 @@ const SPAN_LRX: u8 = 4;
 struct Acc<'a> {
     input: &'a FlowInput<'a>,
     m: FlowMeasure,
-    /// Components already named: span → index in `m.components`.
+    /// Components already named: span → index in `m.components`, in the order
+    /// they were first seen (a packet's spans mostly come in this order).
     spans: Vec<(SpanKey, usize)>,
+    /// Where in `spans` the next span of the packet being decomposed is looked
+    /// for first.
+    cursor: usize,
     /// Sequence numbers seen (one bit each).
     seen: Vec<u64>,
     last_rx: Option<i64>,
@@ -287,6 +291,7 @@ impl<'a> FlowsMeter<'a> {
                     window: WindowTally::default(),
                 },
                 spans: Vec::new(),
+                cursor: 0,
                 seen: Vec::new(),
                 last_rx: None,
                 series: Series::new(span_ns),
@@ -364,19 +369,29 @@ impl<'a> FlowsMeter<'a> {
 
 impl Acc<'_> {
     /// Records `v` in the component spanning `key`, named by `name` when first seen.
+    /// The packet's spans usually follow those of the packet before: the one at
+    /// the cursor is tried first, so a packet costs one comparison per span.
     fn span(&mut self, key: SpanKey, v: i64, name: impl FnOnce() -> String) {
-        if let Some(&(_, i)) = self.spans.iter().find(|(k, _)| *k == key) {
+        let at = match self.spans.get(self.cursor) {
+            Some((k, _)) if *k == key => Some(self.cursor),
+            _ => self.spans.iter().position(|(k, _)| *k == key),
+        };
+        if let Some(at) = at {
+            self.cursor = at + 1;
+            let i = self.spans[at].1;
             self.m.components[i].1.record(v);
             return;
         }
         let i = self.m.component(&name(), v);
         self.spans.push((key, i));
+        self.cursor = self.spans.len();
     }
 }
 
 /// The latency decomposition of one packet, span by span.
 fn decompose(a: &mut Acc<'_>, d: &Delivery, ids: &HashMap<u32, String>, tx: &TxJoin) {
     let p = &d.probe;
+    a.cursor = 0;
     let key = (a.input.id, p.seq);
     let t0 = filled(Some(p.t0_ns));
     let t_wake = filled(Some(p.t_wake_ns));
