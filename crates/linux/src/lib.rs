@@ -33,6 +33,10 @@
 //! - [`packet`]: AF_PACKET raw sockets for the user-space router: batched
 //!   `recvmmsg`/`sendmmsg`, unfinished-checksum and VLAN reports (PACKET_AUXDATA),
 //!   timestamps, outgoing frames ignored.
+//! - [`port`]: one router port behind one trait ([`port::FramePort`]), opened as a
+//!   plain packet socket or a receive ring (`--io`), TX timestamps on request only.
+//! - [`ring`]: a packet socket with a receive ring mapped into the process
+//!   (`TPACKET_V3` blocks or `TPACKET_V2` frame slots), frames read where they lie.
 //! - [`poll`]: waiting on several sockets at once (`ppoll`, nanosecond timeout).
 //! - [`ethtool`]: offloads and interrupt coalescing through the SIOCETHTOOL ioctl (no
 //!   `ethtool` binary needed).
@@ -66,7 +70,9 @@ pub mod lockfile;
 pub mod netns;
 pub mod packet;
 pub mod poll;
+pub mod port;
 pub mod proc;
+pub mod ring;
 pub mod rps;
 pub mod rt;
 pub mod rusage;

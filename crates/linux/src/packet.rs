@@ -288,6 +288,54 @@ fn zeroed_sockaddr_ll() -> libc::sockaddr_ll {
     unsafe { std::mem::zeroed() }
 }
 
+/// The index of interface `ifname` of the calling thread's namespace, as a packet
+/// socket's error.
+pub(crate) fn ifindex_of(ifname: &str) -> Result<u32, PacketError> {
+    iface::ifindex(ifname).map_err(|e| match e {
+        IfaceError::NotFound(n) => PacketError::NoInterface(n),
+        IfaceError::InvalidName(n) => PacketError::Net(NetError::InvalidInterface(n)),
+        other => PacketError::Net(NetError::Io {
+            op: "looking up the interface index",
+            source: io::Error::other(other.to_string()),
+        }),
+    })
+}
+
+/// One `SO_TIMESTAMPING` control message asking for the software TX timestamp of
+/// the message it goes with: `cmsghdr` (16 bytes on 64-bit Linux, 12 on 32-bit) and
+/// a `u32`, padded to the header's alignment.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct StampCmsg([u8; STAMP_CMSG_SPACE]);
+
+/// `CMSG_SPACE(4)`: the header, then 4 bytes rounded up to `size_t`.
+const STAMP_CMSG_SPACE: usize =
+    size_of::<libc::cmsghdr>() + 4usize.div_ceil(size_of::<usize>()) * size_of::<usize>();
+
+impl StampCmsg {
+    fn new() -> StampCmsg {
+        let mut b = StampCmsg([0u8; STAMP_CMSG_SPACE]);
+        let hdr = size_of::<libc::cmsghdr>();
+        // SAFETY: cmsghdr is plain old data; all-zero is valid.
+        let mut c: libc::cmsghdr = unsafe { std::mem::zeroed() };
+        // CMSG_LEN(4): the header and the data, without the trailing padding.
+        c.cmsg_len = (hdr + 4) as _;
+        c.cmsg_level = libc::SOL_SOCKET;
+        c.cmsg_type = libc::SO_TIMESTAMPING;
+        // SAFETY: the buffer is 8-byte aligned (as cmsghdr needs at most) and holds
+        // the header plus 4 bytes (STAMP_CMSG_SPACE); both writes stay inside it.
+        unsafe {
+            let h = b.0.as_mut_ptr().cast::<libc::cmsghdr>();
+            h.write(c);
+            b.0.as_mut_ptr()
+                .add(hdr)
+                .cast::<u32>()
+                .write_unaligned(libc::SOF_TIMESTAMPING_TX_SOFTWARE);
+        }
+        b
+    }
+}
+
 /// `struct packet_mreq`.
 #[repr(C)]
 struct PacketMreq {
@@ -301,19 +349,21 @@ impl PacketSocket {
     /// Opens a packet socket on the interface `ifname` of the calling thread's
     /// namespace.
     pub fn bind(ifname: &str) -> Result<PacketSocket, PacketError> {
-        let idx = iface::ifindex(ifname).map_err(|e| match e {
-            IfaceError::NotFound(n) => PacketError::NoInterface(n),
-            IfaceError::InvalidName(n) => PacketError::Net(NetError::InvalidInterface(n)),
-            other => PacketError::Net(NetError::Io {
-                op: "looking up the interface index",
-                source: io::Error::other(other.to_string()),
-            }),
-        })?;
-        PacketSocket::bind_index(idx)
+        PacketSocket::bind_index(ifindex_of(ifname)?)
     }
 
     /// Opens a packet socket on the interface with index `ifindex`.
     pub fn bind_index(ifindex: u32) -> Result<PacketSocket, PacketError> {
+        PacketSocket::bind_index_with(ifindex, |_| Ok(()))
+    }
+
+    /// Like [`PacketSocket::bind_index`], with `setup` run on the descriptor after it
+    /// is made and before it is bound: while it receives nothing yet (what a receive
+    /// ring must be set up in, so no frame lands on the plain queue first).
+    pub(crate) fn bind_index_with(
+        ifindex: u32,
+        setup: impl FnOnce(RawFd) -> Result<(), NetError>,
+    ) -> Result<PacketSocket, PacketError> {
         let index = libc::c_int::try_from(ifindex)
             .ok()
             .filter(|&i| i > 0)
@@ -350,6 +400,7 @@ impl PacketSocket {
         })?;
         // Linux ≥ 4.20; older kernels are covered by the sll_pkttype check on receive.
         let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &on);
+        setup(raw)?;
         let mut sll = zeroed_sockaddr_ll();
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = ETH_P_ALL.to_be();
@@ -669,8 +720,20 @@ impl PacketSocket {
     /// (the rest were not sent: retry them later). An error is returned only when
     /// nothing at all was sent.
     pub fn send_batch(&self, frames: &[&[u8]]) -> Result<usize, NetError> {
+        self.send_batch_stamped(frames, &[])
+    }
+
+    /// Like [`PacketSocket::send_batch`], asking for the software TX timestamp of
+    /// frame `i` alone where `stamp[i]` is true (a control message on that message;
+    /// missing entries are false). With timestamps turned on by
+    /// [`PacketSocket::enable_tx_timestamps_on_request`] only those frames get one,
+    /// and their ids count them alone, from 0: the error queue holds nothing for the
+    /// others.
+    #[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on musl
+    pub fn send_batch_stamped(&self, frames: &[&[u8]], stamp: &[bool]) -> Result<usize, NetError> {
         let mut sent = 0;
-        for chunk in frames.chunks(BATCH_MAX) {
+        let mut stamp_cmsg = StampCmsg::new();
+        for (c, chunk) in frames.chunks(BATCH_MAX).enumerate() {
             let mut iovs: [libc::iovec; BATCH_MAX] = std::array::from_fn(|_| libc::iovec {
                 iov_base: std::ptr::null_mut(),
                 iov_len: 0,
@@ -685,6 +748,12 @@ impl PacketSocket {
                 };
                 msgs[i].msg_hdr.msg_iov = &mut iovs[i];
                 msgs[i].msg_hdr.msg_iovlen = 1;
+                if stamp.get(c * BATCH_MAX + i).copied().unwrap_or(false) {
+                    // The kernel only reads the control message on send; one buffer
+                    // serves every stamped message.
+                    msgs[i].msg_hdr.msg_control = stamp_cmsg.0.as_mut_ptr().cast();
+                    msgs[i].msg_hdr.msg_controllen = STAMP_CMSG_SPACE as _;
+                }
             }
             let mut off = 0;
             while off < chunk.len() {
@@ -721,6 +790,51 @@ impl PacketSocket {
             }
         }
         Ok(sent)
+    }
+
+    /// Turns on software RX timestamps (when `rx_software`) and TX timestamps on
+    /// request: only a frame sent with its own request
+    /// ([`PacketSocket::send_batch_stamped`]) gets one, identified by a counter of such
+    /// frames from 0 (`SOF_TIMESTAMPING_OPT_ID`), so a router that times its probes
+    /// never reads the error queue for its data frames.
+    pub fn enable_tx_timestamps_on_request(
+        &self,
+        rx_software: bool,
+    ) -> Result<TimestampSupport, NetError> {
+        let mut flags = libc::SOF_TIMESTAMPING_SOFTWARE
+            | libc::SOF_TIMESTAMPING_OPT_ID
+            | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+        if rx_software {
+            flags |= libc::SOF_TIMESTAMPING_RX_SOFTWARE;
+        }
+        let v = flags as libc::c_int;
+        setsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            &v,
+        )
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOPROTOOPT) => NetError::Unsupported {
+                feature: "SO_TIMESTAMPING",
+                detail: "the kernel does not know this socket option",
+            },
+            _ => NetError::Io {
+                op: "setsockopt(SO_TIMESTAMPING)",
+                source: e,
+            },
+        })?;
+        let mut support = TimestampSupport {
+            tx_software: true,
+            rx_software,
+            ..TimestampSupport::default()
+        };
+        if rx_software {
+            if let Some(note) = confirm_rx_timestamping() {
+                support.notes.push(note);
+            }
+        }
+        Ok(support)
     }
 
     /// Takes the next transmit timestamp from the error queue, without blocking;

@@ -1,0 +1,365 @@
+//! Every I/O mode of a router port ([`lockstep_linux::port`]) in network namespaces:
+//! hand-built frames sent from one port arrive at the other byte for byte and in
+//! order, with kernel RX times; only the frames that asked get a TX timestamp, and
+//! their ids count them alone; an unfinished checksum is reported.
+//!
+//! They need root (and iproute2); otherwise, or where the kernel lacks a mode, each
+//! prints a skip note and passes. Every test names what it creates
+//! `lsp-<pid hex>-<counter>…`, owns it through `NetnsGuard`s that delete it even when
+//! an assertion fails, and checks at the end that nothing of its is left. Loops are
+//! bounded by a count and a wall-clock cap; nothing asserts speed.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use lockstep_core::{ClockId, Duration};
+use lockstep_linux::cmd;
+use lockstep_linux::ethtool::{self, Offloads};
+use lockstep_linux::iface::{self, IfaceError, Mac};
+use lockstep_linux::netns::{self, NetnsGuard};
+use lockstep_linux::packet::{FrameKind, FrameMeta};
+use lockstep_linux::poll::Poller;
+use lockstep_linux::port::{self, FramePort, IoChoice, IoMode, PortError, PortSetup};
+use lockstep_linux::udp::UdpSocket;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn unique() -> String {
+    format!(
+        "lsp-{:x}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn can_run(test: &str) -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping {test}: needs root (network namespaces, raw sockets)");
+        return false;
+    }
+    if cmd::find_program("ip").is_none() {
+        eprintln!("skipping {test}: `ip` (iproute2) is not installed");
+        return false;
+    }
+    true
+}
+
+const CAP: StdDuration = StdDuration::from_secs(10);
+const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// Two namespaces joined by a veth pair, addressed, up, IPv6 off, static neighbours,
+/// every offload off.
+struct Pair {
+    a: NetnsGuard,
+    b: NetnsGuard,
+    if_a: String,
+    if_b: String,
+    mac_a: Mac,
+    mac_b: Mac,
+}
+
+fn pair(base: &str) -> Pair {
+    let a = NetnsGuard::create(&format!("{base}A")).unwrap();
+    let b = NetnsGuard::create(&format!("{base}B")).unwrap();
+    for ns in [&a, &b] {
+        ns.run(|| -> Result<(), IfaceError> {
+            iface::sysctl_set("net.ipv6.conf.all.disable_ipv6", "1")?;
+            iface::sysctl_set("net.ipv6.conf.default.disable_ipv6", "1")?;
+            iface::set_up("lo")
+        })
+        .unwrap()
+        .unwrap();
+    }
+    let if_a = format!("{base}a");
+    let if_b = format!("{base}b");
+    assert!(if_a.len() <= 15, "{if_a}");
+    iface::create_veth_between(&if_a, Some(a.name()), &if_b, Some(b.name())).unwrap();
+    let setup = |ns: &NetnsGuard, ifname: &str, ip: Ipv4Addr| {
+        ns.run(|| -> Result<Mac, IfaceError> {
+            iface::add_addr(ifname, ip, 24)?;
+            iface::set_up(ifname)?;
+            iface::mac(ifname)
+        })
+        .unwrap()
+        .unwrap()
+    };
+    let mac_a = setup(&a, &if_a, IP_A);
+    let mac_b = setup(&b, &if_b, IP_B);
+    a.run(|| iface::add_neigh(&if_a, IP_B, mac_b))
+        .unwrap()
+        .unwrap();
+    b.run(|| iface::add_neigh(&if_b, IP_A, mac_a))
+        .unwrap()
+        .unwrap();
+    for (ns, ifname) in [(&a, &if_a), (&b, &if_b)] {
+        ns.run(|| ethtool::set_offloads(ifname, Offloads::ALL_OFF))
+            .unwrap()
+            .unwrap();
+    }
+    Pair {
+        a,
+        b,
+        if_a,
+        if_b,
+        mac_a,
+        mac_b,
+    }
+}
+
+/// Opens a port in `mode` inside `ns`; `None` (with a note) when the kernel lacks it.
+fn open(ns: &NetnsGuard, ifname: &str, mode: IoMode, test: &str) -> Option<Box<dyn FramePort>> {
+    let setup = PortSetup {
+        tx_timestamps: true,
+        ..PortSetup::default()
+    };
+    match ns
+        .run(|| port::open(ifname, IoChoice::Force(mode), &setup))
+        .unwrap()
+    {
+        Ok(o) => {
+            assert_eq!(o.port.mode(), mode);
+            eprintln!("{test}: {mode} port on {ifname}, notes {:?}", o.notes);
+            Some(o.port)
+        }
+        Err(e @ PortError::ModeUnavailable { .. }) => {
+            eprintln!("skipping {test}: {e}");
+            None
+        }
+        Err(e) => panic!("opening a {mode} port: {e}"),
+    }
+}
+
+fn sum16(mut sum: u32, data: &[u8]) -> u32 {
+    for c in data.chunks(2) {
+        let w = if c.len() == 2 {
+            u16::from_be_bytes([c[0], c[1]])
+        } else {
+            u16::from_be_bytes([c[0], 0])
+        };
+        sum += u32::from(w);
+    }
+    sum
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// An Ethernet/IPv4/UDP frame from A to B with every checksum filled in.
+fn udp_frame(p: &Pair, id: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend(p.mac_b);
+    f.extend(p.mac_a);
+    f.extend([0x08, 0x00]);
+    let total = (20 + 8 + payload.len()) as u16;
+    let mut ip = vec![0x45, 0];
+    ip.extend(total.to_be_bytes());
+    ip.extend(id.to_be_bytes());
+    ip.extend([0x40, 0, 64, 17, 0, 0]);
+    ip.extend(IP_A.octets());
+    ip.extend(IP_B.octets());
+    let c = !fold(sum16(0, &ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let ulen = (8 + payload.len()) as u16;
+    let mut udp = Vec::new();
+    udp.extend(4000u16.to_be_bytes());
+    udp.extend(7000u16.to_be_bytes());
+    udp.extend(ulen.to_be_bytes());
+    udp.extend([0, 0]);
+    udp.extend(payload);
+    let mut pseudo = Vec::new();
+    pseudo.extend(IP_A.octets());
+    pseudo.extend(IP_B.octets());
+    pseudo.extend([0, 17]);
+    pseudo.extend(ulen.to_be_bytes());
+    let c = !fold(sum16(sum16(0, &pseudo), &udp));
+    udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+    f.extend(ip);
+    f.extend(udp);
+    f
+}
+
+/// Receives on `port` until `want` frames came (or [`CAP`] passed), waiting in `ppoll`.
+fn recv_n(port: &mut dyn FramePort, want: usize) -> Vec<(Vec<u8>, FrameMeta)> {
+    let mut got = Vec::new();
+    let mut poller = Poller::new();
+    let start = StdInstant::now();
+    while got.len() < want && start.elapsed() < CAP {
+        poller
+            .wait([port.as_fd()], Some(Duration::from_millis(50)))
+            .unwrap();
+        port.recv(64, &mut |d, m| got.push((d.to_vec(), m)))
+            .unwrap();
+    }
+    got
+}
+
+/// Sends `frames` through `port` (stamping where `stamp` says), retrying a full queue.
+fn send_all(port: &mut dyn FramePort, frames: &[Vec<u8>], stamp: &[bool]) {
+    let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+    let mut sent = 0;
+    let start = StdInstant::now();
+    while sent < refs.len() && start.elapsed() < CAP {
+        let n = port
+            .send(&refs[sent..], stamp.get(sent..).unwrap_or_default())
+            .unwrap();
+        sent += n;
+        if n == 0 {
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
+    }
+    assert_eq!(sent, refs.len());
+}
+
+/// The whole check for one mode.
+fn frames_in_and_out(mode: IoMode, test: &str) {
+    if !can_run(test) {
+        return;
+    }
+    let base = unique();
+    {
+        let p = pair(&base);
+        let Some(mut rx) = open(&p.b, &p.if_b, mode, test) else {
+            return;
+        };
+        let Some(mut tx) = open(&p.a, &p.if_a, mode, test) else {
+            return;
+        };
+        assert_eq!(
+            rx.ifindex(),
+            p.b.run(|| iface::ifindex(&p.if_b)).unwrap().unwrap()
+        );
+
+        // 1. 40 frames, from 60-byte minimum to a full 1514-byte frame, in one batch;
+        //    frames 3 and 17 ask for a TX timestamp.
+        let frames: Vec<Vec<u8>> = (0..40u16)
+            .map(|i| {
+                let len = if i % 2 == 0 { 18 } else { 1472 };
+                udp_frame(&p, i, &vec![i as u8; len])
+            })
+            .collect();
+        let mut stamp = vec![false; frames.len()];
+        stamp[3] = true;
+        stamp[17] = true;
+        send_all(tx.as_mut(), &frames, &stamp);
+        let got = recv_n(rx.as_mut(), frames.len());
+        let bytes: Vec<&Vec<u8>> = got.iter().map(|(d, _)| d).collect();
+        assert_eq!(
+            bytes,
+            frames.iter().collect::<Vec<_>>(),
+            "{mode}: exact frames, in order"
+        );
+        for (d, m) in &got {
+            assert_eq!(m.len, d.len());
+            assert!(!m.truncated && !m.csum_not_ready);
+            assert_eq!((m.kind, m.vlan), (FrameKind::Host, None));
+            let k = m.kernel_rx.expect("a kernel RX time");
+            assert_eq!(k.clock, ClockId::Realtime);
+            assert!(k.ns > 1_000_000_000_000_000_000, "{k:?}");
+        }
+        // Nothing more: the receiving port never saw its own (or any other) frames.
+        std::thread::sleep(StdDuration::from_millis(20));
+        let mut extra = 0;
+        rx.recv(64, &mut |_, _| extra += 1).unwrap();
+        assert_eq!(extra, 0);
+
+        // 2. Exactly the two stamped frames got TX timestamps, ids 0 and 1.
+        let mut ids = Vec::new();
+        let start = StdInstant::now();
+        while ids.len() < 2 && start.elapsed() < CAP {
+            let n = tx
+                .tx_timestamps(&mut |t| {
+                    assert!(t.software.is_some());
+                    ids.push(t.id)
+                })
+                .unwrap();
+            if n == 0 {
+                std::thread::sleep(StdDuration::from_millis(1));
+            }
+        }
+        std::thread::sleep(StdDuration::from_millis(20));
+        tx.tx_timestamps(&mut |t| ids.push(t.id)).unwrap();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![0, 1], "{mode}: only the stamped frames");
+
+        // 3. An unfinished checksum (TX checksum offload on at A) is reported.
+        p.a.run(|| {
+            ethtool::set_offloads(
+                &p.if_a,
+                Offloads {
+                    tx_csum: true,
+                    ..Offloads::ALL_OFF
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+        let udp =
+            p.a.run(|| UdpSocket::bind(SocketAddr::from((IP_A, 4001))))
+                .unwrap()
+                .unwrap();
+        udp.send_to(b"partial", SocketAddr::from((IP_B, 7001)))
+            .unwrap();
+        let got = recv_n(rx.as_mut(), 1);
+        assert_eq!(got.len(), 1, "{mode}: the UDP datagram");
+        let (d, m) = &got[0];
+        assert!(d.ends_with(b"partial"));
+        assert!(m.csum_not_ready, "{mode}: {m:?}");
+        assert_eq!(rx.take_stats().unwrap().drops, 0);
+    }
+    assert_eq!(netns::list(&base).unwrap(), Vec::<String>::new());
+    assert_eq!(iface::list(&base).unwrap(), Vec::new());
+}
+
+#[test]
+fn packet_port_moves_exact_frames_and_stamps_only_on_request() {
+    frames_in_and_out(IoMode::Packet, "packet_port");
+}
+
+#[test]
+fn ring_v3_port_moves_exact_frames_and_stamps_only_on_request() {
+    frames_in_and_out(IoMode::Ring, "ring_v3_port");
+}
+
+#[test]
+fn ring_v2_port_moves_exact_frames_and_stamps_only_on_request() {
+    frames_in_and_out(IoMode::RingV2, "ring_v2_port");
+}
+
+#[test]
+fn auto_picks_a_mode_and_a_missing_interface_is_named() {
+    if !can_run("auto_picks_a_mode") {
+        return;
+    }
+    let base = unique();
+    {
+        let p = pair(&base);
+        let o =
+            p.b.run(|| port::open(&p.if_b, IoChoice::Auto, &PortSetup::default()))
+                .unwrap()
+                .unwrap();
+        assert_eq!(o.port.mode(), port::AUTO_ORDER[0], "{:?}", o.notes);
+        let e =
+            p.b.run(|| {
+                port::open(
+                    "lsp-nothere0",
+                    IoChoice::Force(IoMode::Ring),
+                    &PortSetup::default(),
+                )
+            })
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no interface \"lsp-nothere0\" in this network namespace"
+        );
+    }
+    assert_eq!(netns::list(&base).unwrap(), Vec::<String>::new());
+}
