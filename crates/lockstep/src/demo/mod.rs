@@ -321,6 +321,7 @@ fn live_part(s: &Scenario, args: &DemoArgs, dir: &Path, scale: u32) -> Result<Pa
         quiet: crate::say::quiet(),
         silent: true,
         gates: Default::default(),
+        io: None,
     };
     let lines = lab_run(&scaled, &opts)?;
     Ok(Part {

@@ -111,6 +111,10 @@ pub struct RunArgs {
     /// CI gates, checked on every flow of every run (each mode or row on its own).
     #[command(flatten)]
     pub gates: crate::gates::GateArgs,
+    /// Routers: how their ports move frames (`packet`, `ring`, `ring-v2`; see
+    /// `lockstep node --io`). Default: each router picks the best its kernel has.
+    #[arg(long, value_name = "MODE", value_parser = crate::node::parse_io)]
+    pub io: Option<lockstep_linux::port::IoMode>,
     #[command(flatten)]
     pub overrides: OverrideArgs,
 }
@@ -306,6 +310,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                         quiet: crate::say::quiet(),
                         silent: false,
                         gates: a.gates,
+                        io: a.io,
                     };
                     run::run_scenario(&s, &opts).map(|_| ())
                 }

@@ -54,6 +54,8 @@ pub struct RunOptions {
     /// `--max-loss`, `--fail-above`: checked per flow and run once the results are
     /// written.
     pub gates: crate::gates::GateArgs,
+    /// `--io`: how the routers' ports move frames (default: each router's choice).
+    pub io: Option<lockstep_linux::port::IoMode>,
 }
 
 /// Capabilities in `/proc/self/status` `CapEff` that a lab needs: CAP_NET_ADMIN (12),
@@ -202,6 +204,12 @@ fn node_args(
     args
 }
 
+/// `--io MODE` for a router's command line, when one was asked for.
+fn io_args(io: Option<lockstep_linux::port::IoMode>) -> Vec<String> {
+    io.map(|m| vec!["--io".to_string(), m.name().to_string()])
+        .unwrap_or_default()
+}
+
 /// Does what the fault schedule says is due: a link down or up, a router killed
 /// or started again (from its node file, for the rest of the run). Returns notes.
 fn inject_due(
@@ -267,6 +275,11 @@ pub struct LoadResult {
     pub received_pps: Option<f64>,
     pub received_bps: Option<f64>,
     pub error: Option<String>,
+    /// CPU time the whole machine was busy (every CPU, every process: `/proc/stat`
+    /// user, nice, system, irq, softirq) while the load ran, in ns, and that window's
+    /// length: what forwarding the load cost, with whatever else ran meanwhile.
+    pub machine_busy_ns: Option<i64>,
+    pub machine_window_ns: Option<i64>,
 }
 
 /// One run's outcome.
@@ -403,6 +416,8 @@ fn load_result(desc: String, l: &LoadPlan, logs: &Path) -> LoadResult {
         received_pps: None,
         received_bps: None,
         error: None,
+        machine_busy_ns: None,
+        machine_window_ns: None,
     };
     match l.tool {
         LoadTool::Iperf3 => {
@@ -580,6 +595,7 @@ fn run_one(
             (duration + drain).to_string(),
             "-q".into(),
         ]);
+        args.extend(io_args(opts.io));
         spawn(
             &mut procs,
             &ns_name(&run_id, first),
@@ -599,7 +615,10 @@ fn run_one(
         } else {
             duration + drain
         };
-        let args = node_args(&config_dir, dir, Some(&ready), &n.name, start_ns, d);
+        let mut args = node_args(&config_dir, dir, Some(&ready), &n.name, start_ns, d);
+        if matches!(n.role, Role::Edge | Role::Core) {
+            args.extend(io_args(opts.io));
+        }
         spawn(
             &mut procs,
             &ns_name(&run_id, &n.name),
@@ -676,6 +695,8 @@ fn run_one(
             ((start_ns - now) as u64).min(10_000_000),
         ));
     }
+    let cpu0 = (lockstep_linux::rusage::machine_cpu(), StdInstant::now());
+    let mut cpu1 = None;
     for l in &p.loads {
         let (prog, args) = load_client_args(l, duration, &exe);
         let ns = ns_name(&run_id, &s.nodes[l.from].name);
@@ -724,6 +745,9 @@ fn run_one(
             progress.line(&n);
             fault_log.push(n);
         }
+        if cpu1.is_none() && t_start.elapsed() >= std_dur(duration) {
+            cpu1 = Some((lockstep_linux::rusage::machine_cpu(), StdInstant::now()));
+        }
         if procs.running(is_node) == 0 {
             break;
         }
@@ -750,6 +774,12 @@ fn run_one(
             );
         }
         std::thread::sleep(StdDuration::from_millis(20));
+    }
+    if cpu1.is_none() && interrupted_at.is_none() {
+        // no node process (the kernel forwards): the load's window is the duration
+        let left = std_dur(duration).saturating_sub(t_start.elapsed());
+        std::thread::sleep(left);
+        cpu1 = Some((lockstep_linux::rusage::machine_cpu(), StdInstant::now()));
     }
     if interrupted_at.is_none() {
         progress.status(&format!("{duration} done"), true);
@@ -795,10 +825,24 @@ fn run_one(
             "interrupted by SIGINT/SIGTERM {at} into the run of {duration}: the nodes were stopped and what they had measured collected"
         ));
     }
+    let busy = match (cpu0, cpu1) {
+        ((Some(a), t0), Some((Some(b), t1))) => {
+            let d = b.since(a);
+            let ns = d.user_ns + d.nice_ns + d.system_ns + d.irq_ns + d.softirq_ns;
+            let window = i64::try_from(t1.duration_since(t0).as_nanos()).unwrap_or(i64::MAX);
+            Some((ns, window))
+        }
+        _ => None,
+    };
     let loads = p
         .loads
         .iter()
-        .map(|l| load_result(load_desc(s, l), l, &logs))
+        .map(|l| {
+            let mut r = load_result(load_desc(s, l), l, &logs);
+            r.machine_busy_ns = busy.map(|b| b.0);
+            r.machine_window_ns = busy.map(|b| b.1);
+            r
+        })
         .collect();
     Ok(RunOutcome {
         run: p.run.clone(),

@@ -117,6 +117,31 @@ pub struct NodeArgs {
     /// This node's name at the controller (default: the node file's name).
     #[arg(long, value_name = "NAME", requires = "controller")]
     pub name: Option<String>,
+    /// Routers: how each port moves frames between the kernel and the router —
+    /// `packet` (recvmmsg/sendmmsg on a raw socket), `ring` (a receive ring of blocks
+    /// shared with the kernel, TPACKET_V3), `ring-v2` (a receive ring of frame slots,
+    /// TPACKET_V2). Default: the frame-slot ring where the kernel has one, else
+    /// `packet`; the mode used is in the result (`io`). A forced mode the kernel
+    /// lacks is an error (exit 3).
+    #[arg(long, value_name = "MODE", value_parser = parse_io)]
+    pub io: Option<lockstep_linux::port::IoMode>,
+}
+
+fn io_choice(args: &NodeArgs) -> lockstep_linux::port::IoChoice {
+    args.io.map_or(
+        lockstep_linux::port::IoChoice::Auto,
+        lockstep_linux::port::IoChoice::Force,
+    )
+}
+
+/// `--io`: one of the I/O modes.
+pub(crate) fn parse_io(s: &str) -> Result<lockstep_linux::port::IoMode, String> {
+    lockstep_linux::port::IoMode::parse(s).ok_or_else(|| {
+        format!(
+            "unknown I/O mode \"{s}\": one of {}",
+            lockstep_linux::port::IoMode::NAMES.join(", ")
+        )
+    })
 }
 
 /// Why a node stopped.
@@ -156,6 +181,8 @@ pub(crate) struct Ctx {
     pub realtime: Value,
     /// The controller's table watcher (`--controller`).
     pub controller: Option<crate::ctl::sync::Watcher>,
+    /// Routers: how the ports move frames (`--io`).
+    pub io: lockstep_linux::port::IoChoice,
 }
 
 impl Ctx {
@@ -341,6 +368,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
         realtime: Value::Null,
         file,
         controller,
+        io: io_choice(&args),
     };
     let waiter = ctx.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
@@ -477,6 +505,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             realtime: Value::Null,
             file,
             controller: None,
+            io: io_choice(args),
         })
         .collect();
     let waiter = ctxs[0].waiter();

@@ -32,8 +32,9 @@
 //!    host shows, as the hybrid `Waiter` does, capped at 1/4 of a frame, unless
 //!    `live.fixed_margin`); `spin`: no wait, busy-polling all the way. Before a
 //!    deadline that is no frame start (FIFO mode, housekeeping) hybrid just sleeps.
-//! 2. **receive** — every socket without blocking (`recvmmsg`, `live.batch` frames per
-//!    call); before each batch, `tick` (a frame start that has passed is handled
+//! 2. **receive** — every port without blocking, `live.batch` frames at a time
+//!    through [`FramePort`] (`--io`: `recvmmsg` on a packet socket, or straight out
+//!    of a receive ring shared with the kernel); before each batch, `tick` (a frame start that has passed is handled
 //!    first, so packets are never processed in a frame the node has not started);
 //!    each frame goes to `handle_packet` with its kernel RX timestamp (converted from
 //!    `CLOCK_REALTIME` to the node's clock) and the application receive time (one
@@ -42,10 +43,12 @@
 //!    again.
 //! 3. **forward** — `flush`: whatever may leave now leaves now (FIFO mode: everything;
 //!    TDP: best effort in the unused part of the frame).
-//! 4. **TX timestamps** — drained from the error queues of the sockets that sent
-//!    (`recvmmsg`, a batch of entries per call, not one `recvmsg` per frame); a
-//!    probe's kernel TX time is matched to it by the socket's frame counter
-//!    (`SOF_TIMESTAMPING_OPT_ID`) through a [`TxMatcher`] per port.
+//! 4. **TX timestamps** — only probes ask for one (a control message on the probe's
+//!    message of the `sendmmsg`); data frames never do, so forwarding them costs no
+//!    error-queue entry and no read. The timestamps are drained from the error
+//!    queues of the ports with probes outstanding (`recvmmsg`, a batch of entries per
+//!    call); a probe's kernel TX time is matched to it by the socket's counter of
+//!    stamped frames (`SOF_TIMESTAMPING_OPT_ID`) through a [`TxMatcher`] per port.
 //!
 //! The wake-up latency of every frame start — the first clock reading at or after the
 //! frame start, minus the frame start — is recorded in a histogram (`wakeup`), so the
@@ -83,10 +86,11 @@ use lockstep_core::wire::{
     EtherType, EthernetFrame, Ipv4Packet, ProbePacket, UdpPacket, MAGIC, PROTO_TCP, PROTO_UDP,
 };
 use lockstep_core::{ClockId, Duration, Instant};
-use lockstep_linux::packet::{PacketError, PacketSocket, BATCH_MAX};
+use lockstep_linux::packet::{PacketError, BATCH_MAX};
 use lockstep_linux::poll::Poller;
+use lockstep_linux::port::{self, FramePort, IoChoice, PortError, PortSetup};
 use lockstep_linux::signal::stop_requested;
-use lockstep_linux::udp::{RecvMode, TimestampConfig, Transient};
+use lockstep_linux::udp::Transient;
 
 use lockstep_linux::wait::{MARGIN_SLACK, MAX_ADAPTIVE_MARGIN, MIN_ADAPTIVE_MARGIN};
 use lockstep_linux::{ClockMap, Waiter};
@@ -99,7 +103,7 @@ use crate::report::SampleWriter;
 use crate::{EnvError, UsageError};
 
 /// Receive slot per frame: any frame of a 1500-byte MTU link, VLAN tag included.
-const SLOT: usize = 2048;
+const SLOT: usize = port::SLOT;
 /// Probes remembered per port for matching TX timestamps.
 const TX_RING: usize = 4096;
 /// The loop looks at the stop flag and the end of the run at least this often.
@@ -153,13 +157,13 @@ struct DriverCounters {
 
 struct PortIo {
     id: lockstep_core::net::PortId,
-    sock: PacketSocket,
-    rx: Vec<u8>,
+    /// The port's frames in and out (`--io`).
+    port: Box<dyn FramePort>,
     out: Vec<PacketBuf>,
     out_meta: Vec<Option<TxMeta>>,
-    /// The socket's TX timestamp id of the next frame sent.
+    /// The socket's TX timestamp id of the next probe sent (only probes ask for one).
     next_id: u32,
-    /// Frames sent whose timestamps have not been drained.
+    /// Probes sent whose timestamps have not been drained.
     outstanding: u64,
     /// Probes sent, by timestamp id, until their TX timestamp comes.
     tx: TxMatcher<TxMeta>,
@@ -206,47 +210,34 @@ struct Group {
     strategy: WaitStrategy,
 }
 
-/// The port sockets of one router, opened in its namespace.
+/// The ports of one router, opened in its namespace.
 struct Opened {
-    socks: Vec<PacketSocket>,
+    ports: Vec<Box<dyn FramePort>>,
     notes: Vec<String>,
     kernel_forwards: bool,
 }
 
-/// Opens `node.ports` (in the calling thread's network namespace).
-fn open_ports(node_cfg: &NodeConfig, live: &LiveConfig) -> Result<Opened> {
-    let mut socks = Vec::with_capacity(node_cfg.ports.len());
+/// Opens `node.ports` (in the calling thread's network namespace) the way `io` says.
+fn open_ports(node_cfg: &NodeConfig, live: &LiveConfig, io: IoChoice) -> Result<Opened> {
+    let mut ports = Vec::with_capacity(node_cfg.ports.len());
     let mut notes = Vec::new();
+    let setup = PortSetup {
+        buffer: SOCKET_BUF,
+        qdisc_bypass: live.qdisc_bypass,
+        rx_timestamps: true,
+        tx_timestamps: live.tx_timestamps,
+    };
     for (i, p) in node_cfg.ports.iter().enumerate() {
-        let sock = PacketSocket::bind(&p.ifname).map_err(|e| match &e {
+        let opened = port::open(&p.ifname, io, &setup).map_err(|e| match &e {
             _ if e.is_permission() => EnvError(format!(
                 "node.ports[{i}]: {e} (a router reads and writes raw frames: run it as root or with CAP_NET_RAW)"
             )),
-            PacketError::NoInterface(_) => EnvError(format!("node.ports[{i}].ifname: {e}")),
+            PortError::Packet(PacketError::NoInterface(_)) => {
+                EnvError(format!("node.ports[{i}].ifname: {e}"))
+            }
             _ => EnvError(format!("node.ports[{i}] ({}): {e}", p.ifname)),
         })?;
-        let _ = sock.set_recv_buffer(SOCKET_BUF);
-        let _ = sock.set_send_buffer(SOCKET_BUF);
-        if live.qdisc_bypass {
-            if let Err(e) = sock.set_qdisc_bypass(true) {
-                notes.push(format!("{}: qdisc bypass unavailable: {e}", p.ifname));
-            }
-        }
-        match sock.enable_timestamping(TimestampConfig {
-            tx_software: live.tx_timestamps,
-            rx_software: true,
-            hardware: false,
-        }) {
-            Ok(s) => {
-                for n in s.notes {
-                    notes.push(format!("{}: {n}", p.ifname));
-                }
-            }
-            Err(e) => notes.push(format!(
-                "{}: software timestamps unavailable ({e}): hop records carry no kernel RX time",
-                p.ifname
-            )),
-        }
+        notes.extend(opened.notes);
         if let Ok(o) = lockstep_linux::ethtool::get_offloads(&p.ifname) {
             if o.gro || o.gso || o.tso {
                 notes.push(format!(
@@ -255,12 +246,12 @@ fn open_ports(node_cfg: &NodeConfig, live: &LiveConfig) -> Result<Opened> {
                 ));
             }
         }
-        socks.push(sock);
+        ports.push(opened.port);
     }
     let kernel_forwards =
         lockstep_linux::iface::sysctl_get("net.ipv4.ip_forward").is_ok_and(|v| v.trim() == "1");
     Ok(Opened {
-        socks,
+        ports,
         notes,
         kernel_forwards,
     })
@@ -430,11 +421,24 @@ fn open(ctx: &mut Ctx, now: i64) -> Result<Router> {
     let live = ctx.file.live.clone();
     let node = Node::new(node_cfg.clone())
         .map_err(|e| UsageError(format!("node.{}: {}", e.field, e.message)))?;
+    let io = ctx.io;
     let opened = match &live.netns {
-        None => open_ports(&node_cfg, &live)?,
-        Some(ns) => lockstep_linux::netns::run_in(ns, || open_ports(&node_cfg, &live))
+        None => open_ports(&node_cfg, &live, io)?,
+        Some(ns) => lockstep_linux::netns::run_in(ns, || open_ports(&node_cfg, &live, io))
             .map_err(|e| EnvError(format!("live.netns: {e}")))??,
     };
+    if let Some(first) = opened.ports.first() {
+        ctx.progress(&format!(
+            "{}: packet I/O {}{}",
+            node_cfg.name,
+            first.mode(),
+            if io == IoChoice::Auto {
+                " (chosen)"
+            } else {
+                ""
+            }
+        ));
+    }
     for n in opened.notes {
         ctx.warn(n);
     }
@@ -456,11 +460,10 @@ fn open(ctx: &mut Ctx, now: i64) -> Result<Router> {
         .into());
     }
     let mut ports = Vec::with_capacity(node_cfg.ports.len());
-    for (p, sock) in node_cfg.ports.iter().zip(opened.socks) {
+    for (p, io_port) in node_cfg.ports.iter().zip(opened.ports) {
         ports.push(PortIo {
             id: p.id,
-            sock,
-            rx: vec![0u8; SLOT * live.batch],
+            port: io_port,
             out: Vec::with_capacity(BATCH_MAX),
             out_meta: Vec::with_capacity(BATCH_MAX),
             next_id: 0,
@@ -527,8 +530,8 @@ impl Group {
             for r in &mut self.routers {
                 r.tick(now);
                 r.flush(now)?;
-                if r.tx_ts {
-                    r.drain_tx_timestamps(true)?;
+                if r.tx_ts && r.ports.iter().any(|p| p.outstanding > 0) {
+                    r.drain_tx_timestamps(false)?;
                 }
                 if now.ns >= r.next_remap {
                     r.map = ClockMap::measure(r.clock);
@@ -576,7 +579,7 @@ impl Group {
                 let fds = self
                     .routers
                     .iter()
-                    .flat_map(|r| r.ports.iter().map(|p| p.sock.as_fd()));
+                    .flat_map(|r| r.ports.iter().map(|p| p.port.as_fd()));
                 let ready = self
                     .poller
                     .wait(fds, Some(Duration(t)))
@@ -706,14 +709,13 @@ impl Router {
             map,
             scratch,
             wakeup,
+            batch,
             ..
         } = self;
         for port in ports.iter_mut().filter(|p| p.readable) {
-            let PortIo {
-                id, sock, rx, c, ..
-            } = port;
+            let PortIo { id, port, c, .. } = port;
             let mut app: Option<Instant> = None;
-            let got = sock.recv_batch(rx, SLOT, RecvMode::Poll, |data, meta| {
+            let got = port.recv(*batch, &mut |data, meta| {
                 let now = *app.get_or_insert_with(|| {
                     let now = lockstep_linux::now(*clock);
                     // a frame start that has passed comes first
@@ -804,9 +806,22 @@ impl Router {
         for (slot, b) in frames.iter_mut().zip(p.out.iter()) {
             *slot = b.as_slice();
         }
+        // Only probes ask for a TX timestamp (and only they count timestamp ids).
+        let mut stamp = [false; BATCH_MAX];
+        let mut any_stamp = false;
+        if *tx_ts {
+            for (s, m) in stamp.iter_mut().zip(p.out_meta.iter()) {
+                *s = m.is_some();
+                any_stamp |= *s;
+            }
+        }
+        let stamp = if any_stamp { &stamp[..n] } else { &[][..] };
         let mut off = 0;
         while off < n {
-            let sent = match p.sock.send_batch(&frames[off..n]) {
+            let sent = match p
+                .port
+                .send(&frames[off..n], stamp.get(off..).unwrap_or_default())
+            {
                 Ok(s) => s,
                 Err(_) => {
                     // Nothing went: count them all and move on (the next batch retries
@@ -818,20 +833,22 @@ impl Router {
             p.c.tx_batches += 1;
             for i in off..off + sent {
                 if let Some(Some(m)) = p.out_meta.get(i).copied() {
-                    // an evicted probe is counted missing by the matcher
-                    let _ = p.tx.note_sent(p.next_id.wrapping_add((i - off) as u32), m);
+                    if stamp.get(i).copied().unwrap_or(false) {
+                        // an evicted probe is counted missing by the matcher
+                        let _ = p.tx.note_sent(p.next_id, m);
+                        p.next_id = p.next_id.wrapping_add(1);
+                        p.outstanding += 1;
+                    }
                 }
             }
-            p.next_id = p.next_id.wrapping_add(sent as u32);
             p.c.tx_frames += sent as u64;
-            if *tx_ts {
-                p.outstanding += sent as u64;
-            }
             off += sent;
             if off < n {
-                // The device refused frame `off` (it consumed a timestamp id).
+                // The device refused frame `off` (a probe's consumed its timestamp id).
                 p.c.tx_device_drops += 1;
-                p.next_id = p.next_id.wrapping_add(1);
+                if stamp.get(off).copied().unwrap_or(false) {
+                    p.next_id = p.next_id.wrapping_add(1);
+                }
                 off += 1;
             }
         }
@@ -852,7 +869,7 @@ impl Router {
         } = self;
         for p in ports.iter_mut() {
             let PortIo {
-                sock,
+                port,
                 outstanding,
                 tx,
                 tx_path,
@@ -866,8 +883,8 @@ impl Router {
             // bounded: at most what was sent plus a ring's worth of leftovers
             let mut budget = *outstanding as usize + TX_RING;
             while budget > 0 {
-                let taken = sock
-                    .poll_tx_timestamps(|ts| {
+                let taken = port
+                    .tx_timestamps(&mut |ts| {
                         *outstanding = outstanding.saturating_sub(1);
                         let Some((m, sw)) = tx.on_timestamp(ts.id, ts.software) else {
                             return;
@@ -906,7 +923,7 @@ impl Router {
             let left = p.tx.drain_unmatched().len() as u64;
             p.c.tx_timestamps = p.tx.counts().matched;
             p.c.tx_timestamps_missing = p.tx.counts().evicted + left;
-            if let Ok(s) = p.sock.take_stats() {
+            if let Ok(s) = p.port.take_stats() {
                 p.c.rx_socket_drops += u64::from(s.drops);
             }
         }
@@ -959,6 +976,9 @@ impl Router {
             .collect();
         extra.insert("tx_path".into(), Value::Object(tx_path));
         extra.insert("hybrid_margin_ns".into(), Value::from(margin.as_nanos()));
+        if let Some(p) = self.ports.first() {
+            extra.insert("io".into(), Value::from(p.port.mode().name()));
+        }
         extra.insert(
             "buffers_allocated".into(),
             Value::from(self.node.buffers_allocated()),
