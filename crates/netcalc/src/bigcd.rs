@@ -100,6 +100,42 @@ fn lin_comb(p: i64, u: &[u64], q: i64, v: &[u64]) -> Vec<u64> {
     out
 }
 
+/// Algorithm L, steps L2–L3, on the leading digits `x ≥ y ≥ 0` (below 2^62) of two
+/// numbers `u ≥ v`: the cosequence `(a, b, c, d)` such that `(a u + b v, c u + d v)`
+/// are the remainders the Euclidean algorithm on `u, v` would reach, as long as both
+/// candidate quotients agree. `b = 0` when no step could be simulated.
+pub(crate) fn cosequence(mut x: i64, mut y: i64) -> (i64, i64, i64, i64) {
+    let (mut a, mut b, mut c, mut d): (i64, i64, i64, i64) = (1, 0, 0, 1);
+    // Algorithm L, steps L2–L3: while both candidate quotients agree, the
+    // quotient is that of the full numbers.
+    // (Checked: the cosequence stays below 2^62 in theory; should it not, the
+    // simulation just stops early, which is always correct.)
+    while let (Some(xa), Some(xb), Some(yc), Some(yd)) = (
+        x.checked_add(a),
+        x.checked_add(b),
+        y.checked_add(c),
+        y.checked_add(d),
+    ) {
+        if yc <= 0 || yd <= 0 || xa < 0 || xb < 0 {
+            break;
+        }
+        let q = xa / yc;
+        if q != xb / yd {
+            break;
+        }
+        let (Some(nc), Some(nd)) = (
+            q.checked_mul(c).and_then(|qc| a.checked_sub(qc)),
+            q.checked_mul(d).and_then(|qd| b.checked_sub(qd)),
+        ) else {
+            break;
+        };
+        (a, c) = (c, nc);
+        (b, d) = (d, nd);
+        (x, y) = (y, x - q * y);
+    }
+    (a, b, c, d)
+}
+
 /// gcd of two normalised limb vectors (consumed).
 fn gcd_limbs(u: &mut Vec<u64>, v: &mut Vec<u64>) -> Vec<u64> {
     normalise(u);
@@ -131,36 +167,9 @@ fn gcd_limbs(u: &mut Vec<u64>, v: &mut Vec<u64>) -> Vec<u64> {
         // its cosequence stay below 2^62 in magnitude, so every sum and quotient of
         // Algorithm L fits an i64 (a machine division, not a 128-bit library call).
         let shift = bit_len(u) - 62;
-        let mut x = bits_from(u, shift) as i64;
-        let mut y = bits_from(v, shift) as i64;
-        let (mut a, mut b, mut c, mut d): (i64, i64, i64, i64) = (1, 0, 0, 1);
-        // Algorithm L, steps L2–L3: while both candidate quotients agree, the
-        // quotient is that of the full numbers.
-        // (Checked: the cosequence stays below 2^62 in theory; should it not, the
-        // simulation just stops early, which is always correct.)
-        while let (Some(xa), Some(xb), Some(yc), Some(yd)) = (
-            x.checked_add(a),
-            x.checked_add(b),
-            y.checked_add(c),
-            y.checked_add(d),
-        ) {
-            if yc <= 0 || yd <= 0 || xa < 0 || xb < 0 {
-                break;
-            }
-            let q = xa / yc;
-            if q != xb / yd {
-                break;
-            }
-            let (Some(nc), Some(nd)) = (
-                q.checked_mul(c).and_then(|qc| a.checked_sub(qc)),
-                q.checked_mul(d).and_then(|qd| b.checked_sub(qd)),
-            ) else {
-                break;
-            };
-            (a, c) = (c, nc);
-            (b, d) = (d, nd);
-            (x, y) = (y, x - q * y);
-        }
+        let x = bits_from(u, shift) as i64;
+        let y = bits_from(v, shift) as i64;
+        let (a, b, c, d) = cosequence(x, y);
         if b == 0 {
             // No step could be simulated (a huge quotient): one full division.
             let bu = from_limbs(u);

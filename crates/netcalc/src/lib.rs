@@ -28,6 +28,7 @@ pub mod model;
 pub mod parse;
 pub mod q;
 pub mod sim;
+mod u256;
 pub mod units;
 
 pub use admission::{
