@@ -10,14 +10,14 @@
 //! There is none when a best-effort load shares the network (it is not shaped) or
 //! when the fixed point diverges: the reason is returned instead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use lockstep_core::tdp::schedule::Link;
 use lockstep_core::tdp::Role;
 use lockstep_netcalc::methods::{self, Method};
 use lockstep_netcalc::{Flow, Multiplexing, Network, Server, Q};
 
-use super::plan::{FlowPlan, Plan};
+use super::plan::{FlowPlan, NodePlan, Plan};
 use super::scenario::RunMode;
 use crate::report::html::RunReport;
 
@@ -98,17 +98,19 @@ pub fn network(plan: &Plan) -> Result<Network, String> {
     // per server: rate, largest frame in bits, whether a router sends on it
     let mut servers: BTreeMap<String, (u64, u128, bool)> = BTreeMap::new();
     let mut flows = Vec::new();
+    let by_name: HashMap<&str, &NodePlan> =
+        plan.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     for f in &plan.flows {
         // a real port's frame: the IP packet plus Ethernet's overhead
         let wire = Link::ethernet(0).packet_bits(f.size);
         let mut path = Vec::new();
         for hop in f.path.windows(2) {
-            let rate = link_rate(plan, &hop[0], &hop[1])
+            let from = by_name.get(hop[0].as_str()).copied();
+            let rate = from
+                .and_then(|n| link_rate(plan, n, &hop[1]))
                 .ok_or_else(|| format!("no link from {} to {} in the plan", hop[0], hop[1]))?;
             let name = format!("{}→{}", hop[0], hop[1]);
-            let router = plan
-                .node(&hop[0])
-                .is_some_and(|n| matches!(n.role, Role::Edge | Role::Core));
+            let router = from.is_some_and(|n| matches!(n.role, Role::Edge | Role::Core));
             let e = servers.entry(name.clone()).or_insert((rate, 0, router));
             e.1 = e.1.max(wire);
             path.push(name);
@@ -139,8 +141,7 @@ pub fn network(plan: &Plan) -> Result<Network, String> {
 }
 
 /// The rate of the link from node `a` to node `b`.
-fn link_rate(plan: &Plan, a: &str, b: &str) -> Option<u64> {
-    let na = plan.node(a)?;
+fn link_rate(plan: &Plan, na: &NodePlan, b: &str) -> Option<u64> {
     na.ifaces
         .iter()
         .find(|i| plan.nodes.get(i.peer).is_some_and(|p| p.name == b))
