@@ -283,6 +283,39 @@ proptest! {
     }
 
     #[test]
+    fn optimal_theta_is_no_worse_than_either_fixed_theta_and_never_below_the_simulation(
+        s in spec(4, 5, true),
+        starts in prop::collection::vec(0i64..=40, 5),
+    ) {
+        let net = network(&s);
+        prop_assume!(stable(&net));
+        let by = methods::sfa_by_theta(&net).unwrap();
+        let sfa = methods::bounds(&net, Method::Sfa).unwrap();
+        for ((f, b), sfa) in net.flows.iter().zip(&by).zip(&sfa) {
+            // the SFA takes the smallest of the three
+            for other in [&b.burst, &b.envelope, &b.optimal] {
+                if let (Ok(o), Ok(s)) = (other, sfa) {
+                    prop_assert!(s <= o, "{}: SFA {} above a choice {}", f.name, s, o);
+                }
+            }
+            // for a token-bucket flow, the joint optimum includes the classic choice
+            if f.peak.is_none() {
+                if let (Ok(o), Ok(e)) = (&b.optimal, &b.envelope) {
+                    prop_assert!(o <= e, "{}: optimal θ {} above θ = T + b/R {}", f.name, o, e);
+                }
+            }
+        }
+        let optimal: Vec<methods::Bound> = by.iter().map(|b| b.optimal.clone()).collect();
+        let sym = simulate(&net, &i(1000)).unwrap();
+        let below = first_below(&net, &sym, "optimal-θ SFA", &optimal);
+        prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+        let starts: Vec<Q> = starts.iter().map(|&x| Q::ratio(x as i128, 4).unwrap()).collect();
+        let shifted = simulate_from(&net, &i(1000), &starts).unwrap();
+        let below = first_below(&net, &shifted, "optimal-θ SFA", &optimal);
+        prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+    }
+
+    #[test]
     fn the_fixed_point_is_never_below_the_simulation(s in spec(4, 5, true), shaping in any::<bool>()) {
         let net = network(&s);
         prop_assume!(stable(&net));

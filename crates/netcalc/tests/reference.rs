@@ -490,3 +490,233 @@ fn at_least_ten_cases() {
         load(case.file);
     }
 }
+
+// ---------------------------------------------------------------------------
+// panco's published cases
+// ---------------------------------------------------------------------------
+
+/// Where panco's values come from: the stored outputs of the example notebook of
+/// panco (Anne Bouillard, Huawei Paris Research Center).
+const PANCO_SOURCE: &str = "github.com/Huawei-Paris-Research-Center/panco \
+     examples/Untitled.ipynb @ 1ded8dd4dbfabf941300fc2815f9c97791988b1b";
+
+/// One panco case: the network file, whether lockstep analyses it with line
+/// shaping ([`Options::line_shaping`]), and panco's printed bounds as (flow,
+/// panco's method, seconds as printed).
+struct PancoCase {
+    case: &'static str,
+    file: &'static str,
+    line_shaping: bool,
+    rows: &'static [(&'static str, &'static str, &'static str)],
+}
+
+const PANCO: &[PancoCase] = &[
+    PancoCase {
+        case: "interleaved tandem, 4 servers",
+        file: "panco-interleaved-4.toml",
+        line_shaping: false,
+        rows: &[
+            ("f0", "PLP", "0.00462756"),
+            ("f1", "PLP", "0.00235333"),
+            ("f2", "PLP", "0.00269279"),
+            ("f3", "PLP", "0.00269479"),
+            ("f0", "PLP without TFA/SFA cuts", "0.00686268"),
+            ("f0", "ELP", "0.00451378"),
+            ("f0", "TFA", "0.00565867"),
+            ("f1", "TFA", "0.00278"),
+            ("f2", "TFA", "0.00345867"),
+            ("f3", "TFA", "0.00287867"),
+            ("f0", "SFA", "0.006215529714285714"),
+            ("f1", "SFA", "0.002807618714285714"),
+            ("f2", "SFA", "0.0038925077142857143"),
+            ("f3", "SFA", "0.004820895714285715"),
+        ],
+    },
+    PancoCase {
+        case: "interleaved tandem, 10 servers",
+        file: "panco-interleaved-10.toml",
+        line_shaping: false,
+        rows: &[
+            ("f0", "PLP", "0.01684698"),
+            ("f1", "PLP", "0.00235333"),
+            ("f5", "PLP", "0.00375565"),
+            ("f9", "PLP", "0.00416789"),
+            ("f0", "TFA", "0.02627555"),
+            ("f9", "TFA", "0.00595333"),
+            ("f0", "SFA", "0.021080629714285714"),
+            ("f9", "SFA", "0.012923555714285714"),
+        ],
+    },
+    PancoCase {
+        case: "ring of 5, load 0.5",
+        file: "panco-ring-5-load-05.toml",
+        line_shaping: true,
+        rows: &[
+            ("f0", "PLP", "0.00621827"),
+            ("f0", "TFA", "0.007"),
+            ("f0", "SFA", "0.06045202666666667"),
+        ],
+    },
+    PancoCase {
+        case: "ring of 5, load 0.7",
+        file: "panco-ring-5-load-07.toml",
+        line_shaping: true,
+        rows: &[("f0", "PLP", "0.00750191"), ("f0", "TFA", "0.01106555")],
+    },
+    PancoCase {
+        case: "ring of 5, load 0.8",
+        file: "panco-ring-5-load-08.toml",
+        line_shaping: true,
+        rows: &[("f0", "PLP", "0.00913709"), ("f0", "TFA", "0.0221154")],
+    },
+];
+
+/// A decimal as printed (`0.00462756`), exactly, and half a unit of its last digit:
+/// panco prints lp_solve's optimum to 6 significant digits, so the value it stands
+/// for may be up to that much above the digits.
+fn decimal(s: &str) -> (Q, Q) {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits: i128 = format!("{int}{frac}").parse().expect("a decimal");
+    let unit = 10i128.pow(frac.len() as u32);
+    (
+        Q::ratio(digits, unit).expect("non-zero denominator"),
+        Q::ratio(1, 2 * unit).expect("non-zero denominator"),
+    )
+}
+
+/// Rows where lockstep's best is above panco's printed value: (file, flow, panco's
+/// method, lockstep's best in seconds, exact). panco gives every server the shaper
+/// `R t`; lockstep's feed-forward analyses have no shaper and its ring analysis only
+/// `R t + M` with `M` = 1000 bit (see the files), so lockstep bounds a network with
+/// fewer guarantees; where the shaper matters, panco's bounds are smaller.
+const PANCO_GAPS: &[(&str, &str, &str, (i128, i128))] = &[
+    (
+        "panco-interleaved-4.toml",
+        "f2",
+        "PLP",
+        (766222223, 250000000000),
+    ),
+    (
+        "panco-interleaved-4.toml",
+        "f3",
+        "PLP",
+        (104263889, 31250000000),
+    ),
+    (
+        "panco-interleaved-4.toml",
+        "f0",
+        "ELP",
+        (2260444447, 500000000000),
+    ),
+    (
+        "panco-interleaved-4.toml",
+        "f3",
+        "TFA",
+        (104263889, 31250000000),
+    ),
+    (
+        "panco-interleaved-10.toml",
+        "f0",
+        "PLP",
+        (53770701463403, 2691035156250000),
+    ),
+    (
+        "panco-interleaved-10.toml",
+        "f5",
+        "PLP",
+        (4923247149, 1000000000000),
+    ),
+    (
+        "panco-interleaved-10.toml",
+        "f9",
+        "PLP",
+        (1694060181, 250000000000),
+    ),
+    (
+        "panco-interleaved-10.toml",
+        "f9",
+        "TFA",
+        (1694060181, 250000000000),
+    ),
+    ("panco-ring-5-load-05.toml", "f0", "PLP", (3, 400)),
+    ("panco-ring-5-load-05.toml", "f0", "TFA", (3, 400)),
+    (
+        "panco-ring-5-load-07.toml",
+        "f0",
+        "PLP",
+        (1168033, 100000000),
+    ),
+    (
+        "panco-ring-5-load-07.toml",
+        "f0",
+        "TFA",
+        (1168033, 100000000),
+    ),
+    ("panco-ring-5-load-08.toml", "f0", "PLP", (923077, 40000000)),
+    ("panco-ring-5-load-08.toml", "f0", "TFA", (923077, 40000000)),
+];
+
+#[test]
+fn lockstep_best_against_panco_published() {
+    use lockstep_netcalc::methods::{bounds_with, Options};
+    let mut table = format!("PANCO\tsource: {PANCO_SOURCE}\nPANCO\tcase\tflow\tpanco method\tpanco (s)\tlockstep best (s)\tby\tratio\n");
+    let mut failures = Vec::new();
+    for case in PANCO {
+        let net = load(case.file);
+        let opts = Options {
+            line_shaping: case.line_shaping,
+        };
+        let all: Vec<(Method, Vec<Bound>)> = Method::ALL
+            .into_iter()
+            .map(|m| (m, bounds_with(&net, m, opts).expect(case.file)))
+            .collect();
+        for &(flow, method, printed) in case.rows {
+            let i = net
+                .flows
+                .iter()
+                .position(|f| f.name == flow)
+                .unwrap_or_else(|| panic!("{}: no flow {flow}", case.file));
+            let best = all
+                .iter()
+                .filter_map(|(m, b)| b[i].as_ref().ok().map(|q| (q.clone(), *m)))
+                .min_by(|a, b| a.0.cmp(&b.0));
+            let (published, half) = decimal(printed);
+            let (ours, by) = match &best {
+                Some((q, m)) => (Some(q.clone()), m.name()),
+                None => (None, "-"),
+            };
+            let ratio = ours.as_ref().map_or("-".into(), |q| {
+                format!("{:.4}", q.to_f64() / published.to_f64())
+            });
+            table += &format!(
+                "PANCO\t{}\t{flow}\t{method}\t{printed}\t{}\t{by}\t{ratio}\n",
+                case.case,
+                ours.as_ref()
+                    .map_or("none".into(), |q| format!("{q} = {:.8}", q.to_f64())),
+            );
+            let gap = PANCO_GAPS
+                .iter()
+                .find(|(f, fl, m, _)| *f == case.file && *fl == flow && *m == method);
+            match (gap, &ours) {
+                (Some((_, _, _, (n, d))), _) => assert_eq!(
+                    ours,
+                    Some(Q::ratio(*n, *d).unwrap()),
+                    "{} {flow} {method}: the known gap moved",
+                    case.file
+                ),
+                (None, Some(q)) if q <= &(&published + &half) => {}
+                (None, _) => failures.push(format!(
+                    "{} {flow}: panco {method} {printed} < lockstep {}",
+                    case.file,
+                    ours.as_ref().map_or("none".into(), |q| q.to_string())
+                )),
+            }
+        }
+    }
+    eprint!("{table}");
+    assert!(
+        failures.is_empty(),
+        "lockstep's best bound is above panco's:\n{}",
+        failures.join("\n")
+    );
+}

@@ -299,10 +299,6 @@ pub(crate) enum Theta {
     Envelope,
 }
 
-impl Theta {
-    pub(crate) const ALL: [Theta; 2] = [Theta::Burst, Theta::Envelope];
-}
-
 /// The smaller of two optional bounds on the same traffic.
 fn tighter(a: Option<Curve>, b: Option<Curve>) -> Option<Curve> {
     match (a, b) {

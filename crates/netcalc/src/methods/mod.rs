@@ -165,6 +165,31 @@ pub fn bounds_each(
     Ok(())
 }
 
+/// One flow's separated bound along its whole path alone (no aggregate from a
+/// server on), by each way of choosing the FIFO residuals.
+#[derive(Clone, Debug)]
+pub struct SfaByTheta {
+    /// `θ = T + α_c(0+)/R` at every FIFO server.
+    pub burst: Bound,
+    /// `θ = T + b_c/R` at every FIFO server: the classic `β_{R − r_c, T + b_c/R}`.
+    pub envelope: Bound,
+    /// Every server's θ chosen jointly for the smallest bound (all-FIFO paths).
+    pub optimal: Bound,
+}
+
+/// [`SfaByTheta`] for every flow of a feed-forward `net`: what the SFA chooses from,
+/// for the property tests (the SFA of [`bounds`] is never above any of them).
+pub fn sfa_by_theta(net: &Network) -> Result<Vec<SfaByTheta>, InputError> {
+    let arr = Arrivals::of(net)?;
+    Ok((0..arr.paths.len())
+        .map(|f| SfaByTheta {
+            burst: sfa::alone_by(&arr, f, sfa::Choice::Fixed(arrivals::Theta::Burst)),
+            envelope: sfa::alone_by(&arr, f, sfa::Choice::Fixed(arrivals::Theta::Envelope)),
+            optimal: sfa::alone_by(&arr, f, sfa::Choice::Optimal),
+        })
+        .collect())
+}
+
 /// The total flow analysis' delay bound of every flow at each hop of its path.
 pub fn tfa_per_hop(net: &Network) -> Result<Vec<Result<Vec<Q>, NoBound>>, InputError> {
     tfa_per_hop_until(net, &|| false)

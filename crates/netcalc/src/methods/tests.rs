@@ -191,3 +191,59 @@ fn a_stop_leaves_out_the_flows_not_analysed_yet() {
             .is_empty());
     }
 }
+
+/// Servers of rate 20 and latency 20 (FIFO), flows `(path first, path last, r, b)`.
+fn fifo_net(n: usize, flows: &[(usize, usize, i64, i64)]) -> Network {
+    let mut net = tandem(n, Multiplexing::Fifo, &[]);
+    net.flows = flows
+        .iter()
+        .enumerate()
+        .map(|(k, &(a, b, r, burst))| Flow {
+            name: format!("f{k}"),
+            path: (a..=b).map(|s| format!("s{s}")).collect(),
+            rate: i(r),
+            burst: i(burst),
+            peak: None,
+            max_packet: None,
+            deadline: None,
+        })
+        .collect();
+    net
+}
+
+#[test]
+fn optimal_theta_on_one_server_is_the_aggregate_bound() {
+    // f0 (5, 25) with f1 (5, 25) through β_{20, 20}: the classic residual
+    // β_{15, 20 + 25/20} gives 21.25 + 25/15 = 275/12; the best θ is the aggregate's
+    // delay bound, T + (b_c + σ)/R = 20 + 50/20 = 45/2, the TFA bound.
+    let net = fifo_net(1, &[(0, 0, 5, 25), (0, 0, 5, 25)]);
+    let by = sfa_by_theta(&net).unwrap();
+    assert_eq!(by[0].envelope, Ok(q(275, 12)));
+    assert_eq!(by[0].burst, Ok(q(275, 12)));
+    assert_eq!(by[0].optimal, Ok(q(45, 2)));
+    assert_eq!(all(&net, Method::Sfa), vec![q(45, 2); 2]);
+    assert_eq!(all(&net, Method::Tfa), vec![q(45, 2); 2]);
+}
+
+#[test]
+fn optimal_theta_on_two_servers_is_exact() {
+    // f0 (5, 25) through s0, s1 (R = 20, T = 20); f1 (10, 25) crosses s0 only.
+    // θ*: 20 + 25/20 = 21.25 at s0 (ρ = 10), 20 at s1 (ρ = 20). Classic (every
+    // x = 0): 41.25 + 25/10 = 175/4. F(m) = m + (25 − 10m)+/20 + (25 − 20m)+/20 at
+    // its breakpoints 0, 5/4, 5/2: 5/2, 15/8, 5/2; the optimum 41.25 + 15/8 = 345/8
+    // (θ_0 = 21.25 + 5/8, θ_1 = 20).
+    let net = fifo_net(2, &[(0, 1, 5, 25), (0, 0, 10, 25)]);
+    let by = sfa_by_theta(&net).unwrap();
+    assert_eq!(by[0].envelope, Ok(q(175, 4)));
+    assert_eq!(by[0].burst, Ok(q(175, 4)));
+    assert_eq!(by[0].optimal, Ok(q(345, 8)));
+    assert_eq!(all(&net, Method::Sfa)[0], q(345, 8));
+}
+
+#[test]
+fn optimal_theta_needs_fifo_servers() {
+    let net = tandem(2, Multiplexing::Arbitrary, &[(0, 1), (0, 0)]);
+    let by = sfa_by_theta(&net).unwrap();
+    assert!(matches!(by[0].optimal, Err(NoBound::NotApplicable(_))));
+    assert!(by[0].envelope.is_ok());
+}
