@@ -30,7 +30,8 @@
 #
 #   bench/sim-vs-ns3.sh [LINE_SECONDS [MESH4_SECONDS]]     (default 60 60)
 #
-# Environment: LOCKSTEP (binary, default target/release/lockstep), ROUNDS (default
+# Environment: LOCKSTEP (binary, default target/release/lockstep; target/fast/lockstep,
+# from `cargo build --profile fast`, is the simulator's fastest build), ROUNDS (default
 # 2), NS3_BUILD (where fifo-sim is built, default target/bench-ns3), KEEP=1 keeps the
 # result documents. The last line is
 #   lockstep sim is N.Nx faster than ns-3; worst per-flow mean-delay difference X.X%
