@@ -532,6 +532,153 @@ fn parse_v3_at(block: &[u8], off: usize) -> Option<V3Frame<'_>> {
     Some(V3Frame { data, next })
 }
 
+/// `PACKET_TX_RING`, and the TX frame states of <linux/if_packet.h>.
+const PACKET_TX_RING: libc::c_int = 13;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 4;
+/// Where a V2 TX frame's data starts in its slot: `TPACKET2_HDRLEN` minus the
+/// `sockaddr_ll` (the kernel's default without `PACKET_TX_HAS_OFF`).
+const V2_TX_DATA: usize = 32;
+
+/// A send-only packet socket with a transmit ring (`PACKET_TX_RING`, `TPACKET_V2`):
+/// frames are copied into slots shared with the kernel and one `send` hands every
+/// filled slot to the kernel. Kept for measuring it against `sendmmsg`; a router port
+/// sends with `sendmmsg` (see the benchmarks).
+pub struct TxRing {
+    sock: PacketSocket,
+    map: Mapping,
+    slots: usize,
+    next: usize,
+}
+
+impl TxRing {
+    /// Opens one on the interface with index `ifindex`.
+    pub fn bind_index(ifindex: u32) -> Result<TxRing, PacketError> {
+        let sock = PacketSocket::bind_index_with(ifindex, |fd| {
+            let v = TPACKET_V2;
+            setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &v).map_err(|e| NetError::Io {
+                op: "setsockopt(PACKET_VERSION)",
+                source: e,
+            })?;
+            setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                PACKET_TX_RING,
+                &TpacketReq {
+                    block_size: BLOCK_SIZE as u32,
+                    block_nr: BLOCK_NR as u32,
+                    frame_size: FRAME_SIZE as u32,
+                    frame_nr: (BLOCK_SIZE / FRAME_SIZE * BLOCK_NR) as u32,
+                },
+            )
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOPROTOOPT) => unsupported("the kernel has no PACKET_TX_RING"),
+                _ => NetError::Io {
+                    op: "setsockopt(PACKET_TX_RING)",
+                    source: e,
+                },
+            })
+        })?;
+        let len = BLOCK_SIZE * BLOCK_NR;
+        // SAFETY: a fresh shared mapping of the ring just set up, of its size; checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                sock.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(NetError::Io {
+                op: "mmap(packet transmit ring)",
+                source: last_error(),
+            }
+            .into());
+        }
+        Ok(TxRing {
+            sock,
+            map: Mapping {
+                ptr: ptr.cast(),
+                len,
+            },
+            slots: len / FRAME_SIZE,
+            next: 0,
+        })
+    }
+
+    pub fn socket(&self) -> &PacketSocket {
+        &self.sock
+    }
+
+    /// Copies `frames` into free slots, in order, and hands them to the kernel with
+    /// one `send`. Returns how many were queued: fewer when the ring is full (slots
+    /// the kernel has not sent yet) or a frame does not fit a slot (that one and the
+    /// rest are not sent).
+    pub fn send(&mut self, frames: &[&[u8]]) -> Result<usize, NetError> {
+        let mut queued = 0;
+        for f in frames {
+            let off = self.next * FRAME_SIZE;
+            let Some(status) = self.map.status(off) else {
+                break;
+            };
+            let st = status.load(Ordering::Acquire);
+            if st != TP_STATUS_AVAILABLE && st != TP_STATUS_WRONG_FORMAT {
+                break;
+            }
+            if f.len() > FRAME_SIZE - V2_TX_DATA {
+                break;
+            }
+            // SAFETY: the slot is the process's (AVAILABLE, seen with acquire
+            // ordering: the kernel is done with it and touches it again only after
+            // the release store below); the header fields and the data stay inside
+            // the slot (checked: V2_TX_DATA + len <= FRAME_SIZE, the slot within the
+            // mapping as `status` checked its start and the mapping is whole slots).
+            unsafe {
+                let base = self.map.ptr.add(off);
+                base.add(4).cast::<u32>().write_unaligned(f.len() as u32); // tp_len
+                base.add(8).cast::<u32>().write_unaligned(f.len() as u32); // tp_snaplen
+                std::ptr::copy_nonoverlapping(f.as_ptr(), base.add(V2_TX_DATA), f.len());
+            }
+            status.store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+            self.next = (self.next + 1) % self.slots;
+            queued += 1;
+        }
+        if queued > 0 {
+            loop {
+                // SAFETY: a kick with no data: the kernel sends the ring's requested
+                // slots; nothing of ours is read.
+                let n = unsafe {
+                    libc::send(
+                        self.sock.as_raw_fd(),
+                        std::ptr::null(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if n >= 0 {
+                    break;
+                }
+                let e = last_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) => break,
+                    _ => {
+                        return Err(NetError::Io {
+                            op: "send(PACKET_TX_RING)",
+                            source: e,
+                        })
+                    }
+                }
+            }
+        }
+        Ok(queued)
+    }
+}
+
 impl AsRawFd for RingSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
