@@ -88,6 +88,7 @@ fn main() {
             latency: us([2, 5, 10][rng.gen_range(0..3)]),
             buffer: Some(bytes(16 << 20)),
             multiplexing: Multiplexing::Fifo,
+            shaper: None,
         })
         .collect();
     let flows: Vec<Flow> = (0..n_flows)

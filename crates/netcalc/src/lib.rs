@@ -37,6 +37,6 @@ pub use admission::{
 };
 pub use curve::{backlog_bound, delay_bound, fifo_aggregate, Curve, FifoAggregate, Service};
 pub use fifo::{fifo_port, FifoPort, FifoPortError, PortFlow};
-pub use model::{Field, Flow, InputError, Multiplexing, Network, Server};
+pub use model::{Field, Flow, InputError, Multiplexing, Network, Server, Shaper};
 pub use parse::{load, parse_cyclic, parse_network};
 pub use q::Q;

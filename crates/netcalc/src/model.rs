@@ -41,6 +41,26 @@ pub struct Server {
     /// Buffer available to this server's queue, bits.
     pub buffer: Option<Q>,
     pub multiplexing: Multiplexing,
+    /// The server's output shaper, when it has one: everything it sends on, all its
+    /// flows together, is at most `rate t + burst` in any window of length `t`.
+    pub shaper: Option<Shaper>,
+}
+
+/// An output shaper `σ(t) = R t + M` (panco's shaping curve is `R t`, `M` = 0): a
+/// bound on the aggregate leaving a server, hence on any part of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shaper {
+    /// `R`, bit/s.
+    pub rate: Q,
+    /// `M`, bits (0 allowed).
+    pub burst: Q,
+}
+
+impl Shaper {
+    /// `R t + M` as an arrival curve.
+    pub fn curve(&self) -> Curve {
+        Curve::token_bucket(self.rate.clone(), self.burst.clone())
+    }
 }
 
 /// A shaped flow: T-SPEC `(C, M, r, b)` along a path of servers.
@@ -235,8 +255,9 @@ pub fn check_size(servers: usize, flows: usize) -> Result<(), InputError> {
 }
 
 /// The limits of a server's values as a user gives them (a network file, a request):
-/// rate at most 1 Tbit/s, latency at most 1 s, buffer at most 1 TB. The analyses
-/// themselves take any value.
+/// rate at most 1 Tbit/s, latency at most 1 s, buffer at most 1 TB, a shaper's rate
+/// at most 1 Tbit/s and its burst at most 1 TB. The analyses themselves take any
+/// value.
 pub fn check_server_limits(s: &Server, field: &dyn Fn(&str) -> Field) -> Result<(), InputError> {
     let rate_limit = limits::MAX_BIT_RATE_TEXT;
     at_most(&s.rate, &max_rate(), Unit::Mbps, rate_limit, field("rate"))?;
@@ -244,6 +265,17 @@ pub fn check_server_limits(s: &Server, field: &dyn Fn(&str) -> Field) -> Result<
     at_most(&s.latency, &latency, Unit::Us, "1 s", field("latency"))?;
     if let Some(b) = &s.buffer {
         at_most(b, &max_data(), Unit::Bytes, "1 TB", field("buffer"))?;
+    }
+    if let Some(sh) = &s.shaper {
+        let r = field("shaper.rate");
+        at_most(&sh.rate, &max_rate(), Unit::Mbps, rate_limit, r)?;
+        at_most(
+            &sh.burst,
+            &max_data(),
+            Unit::Bytes,
+            "1 TB",
+            field("shaper.burst"),
+        )?;
     }
     Ok(())
 }
@@ -309,6 +341,20 @@ pub(crate) fn check_server(s: &Server, field: &dyn Fn(&str) -> Field) -> Result<
     if let Some(b) = &s.buffer {
         if !b.is_positive() {
             return Err(InputError::at(field("buffer"), "must be above 0"));
+        }
+    }
+    if let Some(sh) = &s.shaper {
+        if !sh.rate.is_positive() {
+            return Err(InputError::at(
+                field("shaper.rate"),
+                format!("must be above 0, got {}", rate_text(&sh.rate)),
+            ));
+        }
+        if sh.burst.is_negative() {
+            return Err(InputError::at(
+                field("shaper.burst"),
+                "must not be negative",
+            ));
         }
     }
     Ok(())

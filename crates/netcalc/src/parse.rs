@@ -7,6 +7,8 @@
 //! latency = "20us"
 //! buffer = "2MB"          # optional
 //! multiplexing = "fifo"   # or "arbitrary"; default fifo
+//! shaper = { rate = "160Mbit/s", burst = "0B" }  # optional output shaper R t + M
+//!                         # (burst optional, default 0: panco's R t)
 //!
 //! [[flow]]
 //! name = "f0"
@@ -28,11 +30,19 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use crate::admission::Admission;
-use crate::model::{Field, Flow, InputError, Multiplexing, Network, Server};
+use crate::model::{Field, Flow, InputError, Multiplexing, Network, Server, Shaper};
 use crate::q::Q;
 use crate::units::{self, Kind};
 
-const SERVER_KEYS: &[&str] = &["name", "rate", "latency", "buffer", "multiplexing"];
+const SERVER_KEYS: &[&str] = &[
+    "name",
+    "rate",
+    "latency",
+    "buffer",
+    "multiplexing",
+    "shaper",
+];
+const SHAPER_KEYS: &[&str] = &["rate", "burst"];
 const FLOW_KEYS: &[&str] = &[
     "name",
     "path",
@@ -157,7 +167,16 @@ fn span_of(root: &DeTable<'_>, field: &Field) -> Option<Range<usize>> {
     let Some(key) = &field.key else {
         return Some(entry.span());
     };
-    let Some((k, v)) = t.get_key_value(key.as_str()) else {
+    // `shaper.rate`: the key inside the server's shaper table
+    let (t, key) = match key.split_once('.') {
+        Some((outer, inner)) => match t.get(outer).map(|v| (v.span(), v.get_ref())) {
+            Some((_, DeValue::Table(sub))) => (sub, inner),
+            Some((span, _)) => return Some(span),
+            None => return Some(entry.span()),
+        },
+        None => (t, key.as_str()),
+    };
+    let Some((k, v)) = t.get_key_value(key) else {
         return Some(entry.span());
     };
     if let (Some(i), DeValue::Array(items)) = (field.element, v.get_ref()) {
@@ -211,11 +230,14 @@ struct Reader<'c, 'a, 'i> {
     span: Range<usize>,
     t: &'a DeTable<'i>,
     name: Option<String>,
+    /// Prepended to every key: `shaper.` inside a server's shaper table.
+    prefix: &'static str,
 }
 
 impl Reader<'_, '_, '_> {
     fn field(&self, key: &str) -> Field {
-        Field::new(self.table, Some(self.index), self.name.as_deref()).key(key)
+        Field::new(self.table, Some(self.index), self.name.as_deref())
+            .key(&format!("{}{key}", self.prefix))
     }
 
     fn check_keys(&self, allowed: &[&str]) -> Result<(), InputError> {
@@ -224,7 +246,7 @@ impl Reader<'_, '_, '_> {
             if !allowed.contains(&key.as_ref()) {
                 return Err(self.ctx.err(
                     Some(k.span()),
-                    Some(Field::new(self.table, Some(self.index), self.name.as_deref()).key(key)),
+                    Some(self.field(key)),
                     format!("unknown key (expected one of {})", allowed.join(", ")),
                 ));
             }
@@ -310,6 +332,7 @@ fn reader<'c, 'a, 'i>(
         span,
         t,
         name: None,
+        prefix: "",
     };
     let name = r.string("name")?.ok_or_else(|| r.missing("name"))?;
     if let Err(m) = lockstep_core::names::check(&name.0) {
@@ -347,7 +370,40 @@ fn server(
         latency: r.required("latency", Kind::Time)?,
         buffer: r.quantity("buffer", Kind::Data)?,
         multiplexing,
+        shaper: shaper(&r)?,
     })
+}
+
+/// A server's `shaper = { rate = "…", burst = "…" }` (burst optional, 0 when left
+/// out).
+fn shaper(r: &Reader<'_, '_, '_>) -> Result<Option<Shaper>, InputError> {
+    let Some(v) = r.get("shaper") else {
+        return Ok(None);
+    };
+    let DeValue::Table(t) = v.get_ref() else {
+        return Err(r.ctx.err(
+            Some(v.span()),
+            Some(r.field("shaper")),
+            format!(
+                "expected a table such as {{ rate = \"10Mbit/s\", burst = \"0B\" }}, got {}",
+                type_name(v.get_ref())
+            ),
+        ));
+    };
+    let sub = Reader {
+        ctx: r.ctx,
+        table: r.table,
+        index: r.index,
+        span: v.span(),
+        t,
+        name: r.name.clone(),
+        prefix: "shaper.",
+    };
+    sub.check_keys(SHAPER_KEYS)?;
+    Ok(Some(Shaper {
+        rate: sub.required("rate", Kind::Rate)?,
+        burst: sub.quantity("burst", Kind::Data)?.unwrap_or_default(),
+    }))
 }
 
 fn flow(ctx: &Ctx<'_>, i: usize, span: Range<usize>, t: &DeTable<'_>) -> Result<Flow, InputError> {

@@ -17,6 +17,7 @@ fn server(name: &str, rate: i64, buffer: Option<i64>) -> Server {
         latency: i(0),
         buffer: buffer.map(i),
         multiplexing: Multiplexing::Fifo,
+        shaper: None,
     }
 }
 
@@ -178,6 +179,7 @@ fn two_identical_flows_on_one_path_exact_bounds() {
         latency: q(45, 1_000_000),
         buffer: None,
         multiplexing: Multiplexing::Fifo,
+        shaper: None,
     };
     let f = |name: &str| Flow {
         name: name.into(),

@@ -159,3 +159,60 @@ fn a_network_has_at_most_100000_servers_and_flows() {
     );
     assert!(lockstep_netcalc::model::check_size(100_000, 100_000).is_ok());
 }
+
+#[test]
+fn shaper_is_parsed_and_its_errors_name_line_and_field() {
+    use lockstep_netcalc::Shaper;
+    let shaped = NET.replace(
+        "buffer = \"2MiB\"\n",
+        "buffer = \"2MiB\"\nshaper = { rate = \"160Mbit/s\", burst = \"1500B\" }\n",
+    );
+    let net = parse_network(&shaped).unwrap();
+    assert_eq!(
+        net.servers[0].shaper,
+        Some(Shaper {
+            rate: Q::int(160_000_000),
+            burst: Q::int(12_000),
+        })
+    );
+    assert_eq!(net.servers[1].shaper, None);
+    assert!(load(&shaped).is_ok());
+    // burst left out: panco's R t
+    let rt = NET.replace("buffer = \"2MiB\"\n", "shaper = { rate = \"1Gbps\" }\n");
+    let net = parse_network(&rt).unwrap();
+    assert_eq!(
+        net.servers[0].shaper,
+        Some(Shaper {
+            rate: Q::int(1_000_000_000),
+            burst: Q::zero(),
+        })
+    );
+    let bad = |from: &str, to: &str| err(&shaped.replace(from, to));
+    let cases = [
+        (
+            "shaper = { rate = \"160Mbit/s\", burst = \"1500B\" }",
+            "shaper = \"160Mbit/s\"",
+        ),
+        ("rate = \"160Mbit/s\", burst", "rate = \"160\", burst"),
+        ("rate = \"160Mbit/s\", burst", "rate = \"0Mbit/s\", burst"),
+        ("rate = \"160Mbit/s\", burst", "rate = \"2Tbit/s\", burst"),
+        ("rate = \"160Mbit/s\", burst", "burst"),
+        ("burst = \"1500B\"", "burst = 1500"),
+        ("burst = \"1500B\"", "burst = \"2TB\""),
+        ("burst = \"1500B\"", "bucket = \"1500B\""),
+    ];
+    let got: Vec<String> = cases.iter().map(|(f, t)| bad(f, t)).collect();
+    let expected = [
+        "line 6: server[0] \"s0\".shaper: expected a table such as { rate = \"10Mbit/s\", burst = \"0B\" }, got a string",
+        "line 6: server[0] \"s0\".shaper.rate: expected a bit rate like 100Mbit/s or 20B/us, got \"160\" (the unit is missing)",
+        "line 6: server[0] \"s0\".shaper.rate: must be above 0, got 0 Mbit/s",
+        "line 6: server[0] \"s0\".shaper.rate: 2000000 Mbit/s is above the limit of 1 Tbit/s",
+        "line 6: server[0] \"s0\".shaper.rate: missing (required)",
+        "line 6: server[0] \"s0\".shaper.burst: expected a string with its unit (a size like 1514B, 2MB or 12000bit), got an integer",
+        "line 6: server[0] \"s0\".shaper.burst: 2000000000000 B is above the limit of 1 TB",
+        "line 6: server[0] \"s0\".shaper.bucket: unknown key (expected one of rate, burst)",
+    ];
+    for (g, e) in got.iter().zip(expected) {
+        assert_eq!(g, e);
+    }
+}

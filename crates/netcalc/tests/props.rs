@@ -6,7 +6,10 @@
 //! - no bound is below the worst delay an exact fluid simulation of symmetric bursts
 //!   through FIFO rate-latency servers produces;
 //! - the loeser port formulas equal the generic deviations;
-//! - all of this also with propagated delays rounded up to a grid.
+//! - all of this also with propagated delays rounded up to a grid;
+//! - no method's bound is below the simulation with output shapers `R' t + M` of
+//!   rate `R' ≥ R` (the simulated servers respect them; tighter shapers are not
+//!   simulated).
 //!
 //! Sizes are small so the whole file runs in a few seconds.
 
@@ -14,7 +17,7 @@ use lockstep_netcalc::methods::{self, Method};
 use lockstep_netcalc::sim::{simulate, simulate_from};
 use lockstep_netcalc::{
     backlog_bound, delay_bound, fifo_port, Admission, Curve, Flow, Multiplexing, Network, PortFlow,
-    Server, Service, Q,
+    Server, Service, Shaper, Q,
 };
 use proptest::prelude::*;
 
@@ -67,6 +70,7 @@ fn network(s: &Spec) -> Network {
             } else {
                 Multiplexing::Arbitrary
             },
+            shaper: None,
         })
         .collect();
     let flows = s
@@ -111,6 +115,17 @@ fn first_below(net: &Network, sim: &[Q], what: &str, bounds: &[methods::Bound]) 
             Ok(b) if worst > b => Some(format!("{}: simulated {worst} > {what} {b}", f.name)),
             _ => None,
         })
+}
+
+/// Gives server `k` the shaper `(R + extra) t + M` for `shapers[k] = Some((extra,
+/// M))`: never below the server's rate, so the fluid simulation respects it.
+fn shape(net: &mut Network, shapers: &[Option<(i64, i64)>]) {
+    for (srv, sh) in net.servers.iter_mut().zip(shapers) {
+        srv.shaper = sh.map(|(extra, m)| Shaper {
+            rate: &srv.rate + &i(extra),
+            burst: i(m),
+        });
+    }
 }
 
 fn stable(net: &Network) -> bool {
@@ -312,6 +327,53 @@ proptest! {
         let starts: Vec<Q> = starts.iter().map(|&x| Q::ratio(x as i128, 4).unwrap()).collect();
         let shifted = simulate_from(&net, &i(1000), &starts).unwrap();
         let below = first_below(&net, &shifted, "optimal-θ SFA", &optimal);
+        prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+    }
+
+    /// Servers with output shapers `R' t + M` (`R' ≥ R`, `M ≥ 0`, often panco's
+    /// `R t`): the simulated server sends at most at its rate `R`, so its output
+    /// respects such a shaper and the simulation is still a trajectory of the shaped
+    /// network; every method, using the shapers, stays above it.
+    #[test]
+    fn no_method_bound_below_the_simulation_with_shapers(
+        s in spec(4, 5, false),
+        shapers in prop::collection::vec(prop::option::of((0i64..=6, 0i64..=20)), 4),
+        starts in prop::collection::vec(0i64..=40, 5),
+    ) {
+        let mut net = network(&s);
+        prop_assume!(stable(&net));
+        shape(&mut net, &shapers);
+        let mut fifo = net.clone();
+        for srv in &mut fifo.servers {
+            srv.multiplexing = Multiplexing::Fifo;
+        }
+        let sym = simulate(&fifo, &i(1000)).unwrap();
+        let starts: Vec<Q> = starts.iter().map(|&x| Q::ratio(x as i128, 4).unwrap()).collect();
+        let shifted = simulate_from(&fifo, &i(1000), &starts).unwrap();
+        for m in Method::ALL {
+            let bounds = methods::bounds(&net, m).unwrap();
+            for sim in [&sym, &shifted] {
+                let below = first_below(&net, sim, m.name(), &bounds);
+                prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+            }
+        }
+    }
+
+    /// The fixed point with shapers (and with or without line shaping) on
+    /// feed-forward FIFO networks, against the simulation as above.
+    #[test]
+    fn the_fixed_point_with_shapers_is_never_below_the_simulation(
+        s in spec(4, 5, true),
+        shapers in prop::collection::vec(prop::option::of((0i64..=6, 0i64..=20)), 4),
+        shaping in any::<bool>(),
+    ) {
+        let mut net = network(&s);
+        prop_assume!(stable(&net));
+        shape(&mut net, &shapers);
+        let sim = simulate(&net, &i(1000)).unwrap();
+        let opts = methods::Options { line_shaping: shaping };
+        let bounds = methods::fixed_point_tfa(&net, opts).unwrap();
+        let below = first_below(&net, &sim, "fixed point", &bounds);
         prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
     }
 

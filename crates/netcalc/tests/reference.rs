@@ -500,13 +500,11 @@ fn at_least_ten_cases() {
 const PANCO_SOURCE: &str = "github.com/Huawei-Paris-Research-Center/panco \
      examples/Untitled.ipynb @ 1ded8dd4dbfabf941300fc2815f9c97791988b1b";
 
-/// One panco case: the network file, whether lockstep analyses it with line
-/// shaping ([`Options::line_shaping`]), and panco's printed bounds as (flow,
-/// panco's method, seconds as printed).
+/// One panco case: the network file (every server with panco's shaper `R t`) and
+/// panco's printed bounds as (flow, panco's method, seconds as printed).
 struct PancoCase {
     case: &'static str,
     file: &'static str,
-    line_shaping: bool,
     rows: &'static [(&'static str, &'static str, &'static str)],
 }
 
@@ -514,7 +512,6 @@ const PANCO: &[PancoCase] = &[
     PancoCase {
         case: "interleaved tandem, 4 servers",
         file: "panco-interleaved-4.toml",
-        line_shaping: false,
         rows: &[
             ("f0", "PLP", "0.00462756"),
             ("f1", "PLP", "0.00235333"),
@@ -535,7 +532,6 @@ const PANCO: &[PancoCase] = &[
     PancoCase {
         case: "interleaved tandem, 10 servers",
         file: "panco-interleaved-10.toml",
-        line_shaping: false,
         rows: &[
             ("f0", "PLP", "0.01684698"),
             ("f1", "PLP", "0.00235333"),
@@ -550,7 +546,6 @@ const PANCO: &[PancoCase] = &[
     PancoCase {
         case: "ring of 5, load 0.5",
         file: "panco-ring-5-load-05.toml",
-        line_shaping: true,
         rows: &[
             ("f0", "PLP", "0.00621827"),
             ("f0", "TFA", "0.007"),
@@ -560,13 +555,11 @@ const PANCO: &[PancoCase] = &[
     PancoCase {
         case: "ring of 5, load 0.7",
         file: "panco-ring-5-load-07.toml",
-        line_shaping: true,
         rows: &[("f0", "PLP", "0.00750191"), ("f0", "TFA", "0.01106555")],
     },
     PancoCase {
         case: "ring of 5, load 0.8",
         file: "panco-ring-5-load-08.toml",
-        line_shaping: true,
         rows: &[("f0", "PLP", "0.00913709"), ("f0", "TFA", "0.0221154")],
     },
 ];
@@ -585,90 +578,57 @@ fn decimal(s: &str) -> (Q, Q) {
 }
 
 /// Rows where lockstep's best is above panco's printed value: (file, flow, panco's
-/// method, lockstep's best in seconds, exact). panco gives every server the shaper
-/// `R t`; lockstep's feed-forward analyses have no shaper and its ring analysis only
-/// `R t + M` with `M` = 1000 bit (see the files), so lockstep bounds a network with
-/// fewer guarantees; where the shaper matters, panco's bounds are smaller.
+/// method, lockstep's best in seconds, exact). Both now give every server the shaper
+/// `R t` (the files' `shaper`); what is left is panco's PLP, whose linear program
+/// relates more instants than lockstep's, and on the ring at load 0.7 lockstep's
+/// fixed point rounded up to the nanosecond at each of the 5 servers (24 ns above
+/// panco's printed TFA).
 const PANCO_GAPS: &[(&str, &str, &str, (i128, i128))] = &[
     (
         "panco-interleaved-4.toml",
         "f2",
         "PLP",
-        (766222223, 250000000000),
+        (557859741, 200000000000),
     ),
-    (
-        "panco-interleaved-4.toml",
-        "f3",
-        "PLP",
-        (104263889, 31250000000),
-    ),
-    (
-        "panco-interleaved-4.toml",
-        "f0",
-        "ELP",
-        (2260444447, 500000000000),
-    ),
-    (
-        "panco-interleaved-4.toml",
-        "f3",
-        "TFA",
-        (104263889, 31250000000),
-    ),
+    ("panco-interleaved-4.toml", "f3", "PLP", (44203, 15750000)),
     (
         "panco-interleaved-10.toml",
         "f0",
         "PLP",
-        (53770701463403, 2691035156250000),
+        (16274071404471149, 923025058593750000),
     ),
     (
         "panco-interleaved-10.toml",
         "f5",
         "PLP",
-        (4923247149, 1000000000000),
+        (1010606709, 250000000000),
     ),
     (
         "panco-interleaved-10.toml",
         "f9",
         "PLP",
-        (1694060181, 250000000000),
+        (39691477686683, 8790714843750000),
     ),
+    ("panco-ring-5-load-05.toml", "f0", "PLP", (7, 1000)),
+    ("panco-ring-5-load-07.toml", "f0", "PLP", (442623, 40000000)),
+    ("panco-ring-5-load-07.toml", "f0", "TFA", (442623, 40000000)),
     (
-        "panco-interleaved-10.toml",
-        "f9",
-        "TFA",
-        (1694060181, 250000000000),
-    ),
-    ("panco-ring-5-load-05.toml", "f0", "PLP", (3, 400)),
-    ("panco-ring-5-load-05.toml", "f0", "TFA", (3, 400)),
-    (
-        "panco-ring-5-load-07.toml",
+        "panco-ring-5-load-08.toml",
         "f0",
         "PLP",
-        (1168033, 100000000),
+        (4423077, 200000000),
     ),
-    (
-        "panco-ring-5-load-07.toml",
-        "f0",
-        "TFA",
-        (1168033, 100000000),
-    ),
-    ("panco-ring-5-load-08.toml", "f0", "PLP", (923077, 40000000)),
-    ("panco-ring-5-load-08.toml", "f0", "TFA", (923077, 40000000)),
 ];
 
 #[test]
 fn lockstep_best_against_panco_published() {
-    use lockstep_netcalc::methods::{bounds_with, Options};
     let mut table = format!("PANCO\tsource: {PANCO_SOURCE}\nPANCO\tcase\tflow\tpanco method\tpanco (s)\tlockstep best (s)\tby\tratio\n");
     let mut failures = Vec::new();
     for case in PANCO {
         let net = load(case.file);
-        let opts = Options {
-            line_shaping: case.line_shaping,
-        };
         let all: Vec<(Method, Vec<Bound>)> = Method::ALL
             .into_iter()
-            .map(|m| (m, bounds_with(&net, m, opts).expect(case.file)))
+            .map(|m| (m, bounds(&net, m).expect(case.file)))
             .collect();
         for &(flow, method, printed) in case.rows {
             let i = net
@@ -698,12 +658,15 @@ fn lockstep_best_against_panco_published() {
                 .iter()
                 .find(|(f, fl, m, _)| *f == case.file && *fl == flow && *m == method);
             match (gap, &ours) {
-                (Some((_, _, _, (n, d))), _) => assert_eq!(
-                    ours,
-                    Some(Q::ratio(*n, *d).unwrap()),
-                    "{} {flow} {method}: the known gap moved",
-                    case.file
-                ),
+                (Some((_, _, _, (n, d))), _) => {
+                    if ours != Some(Q::ratio(*n, *d).unwrap()) {
+                        failures.push(format!(
+                            "{} {flow} {method}: the known gap moved: lockstep now {}",
+                            case.file,
+                            ours.as_ref().map_or("none".into(), |q| q.to_string())
+                        ));
+                    }
+                }
                 (None, Some(q)) if q <= &(&published + &half) => {}
                 (None, _) => failures.push(format!(
                     "{} {flow}: panco {method} {printed} < lockstep {}",

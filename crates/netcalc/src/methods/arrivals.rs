@@ -11,7 +11,11 @@
 //! `[β − α_cross]+`). Each flow also keeps a curve of its own: the smaller of its
 //! deconvolution by its own residual, its group's curve and, at a FIFO server,
 //! `α(t + D)` with `D` the aggregate's delay bound; after arbitrary servers, its
-//! source curve deconvolved by the PMOO residual of its path so far.
+//! source curve deconvolved by the PMOO residual of its path so far. A server with
+//! an output shaper `R t + M` bounds everything it sends on, so every group's and
+//! every flow's curve leaving it is also min'ed with the shaper (still concave: the
+//! minimum of concave piecewise-linear curves). An unbounded output stays unbounded:
+//! the shaper alone, without a server-side bound, is not used as one.
 //!
 //! What arrived of a set of flows `S` is then bounded by summing, over the bundles,
 //! the bundle's curve when the bundle lies inside `S`, the smaller of the bundle's
@@ -20,7 +24,7 @@
 use std::collections::HashMap;
 
 use crate::curve::{delay_bound, Curve, Service};
-use crate::model::{cycle_message, InputError, Multiplexing, Network, Server};
+use crate::model::{cycle_message, InputError, Multiplexing, Network, Server, Shaper};
 use crate::q::Q;
 
 use super::NoBound;
@@ -239,13 +243,20 @@ impl Arrivals {
                 }
                 outs.push(out);
             }
-            let outs: Option<Vec<Curve>> = outs.into_iter().collect();
+            // the server's shaper bounds everything leaving it, so each flow and
+            // each bundle too (a bound without one still has none)
+            let shaper = srv.shaper.as_ref().map(Shaper::curve);
+            let shaped = |c: Curve| match &shaper {
+                Some(sh) => c.min(sh),
+                None => c,
+            };
+            let outs: Option<Vec<Curve>> = outs.into_iter().map(|o| o.map(shaped)).collect();
             let Some(outs) = outs else {
                 self.unbounded.get_or_insert(srv.name.clone());
                 return;
             };
             let own = Curve::sum(outs.iter());
-            let curve = group_out.map_or_else(|| own.clone(), |g| g.min(&own));
+            let curve = shaped(group_out.map_or_else(|| own.clone(), |g| g.min(&own)));
             for (&f, c) in group.iter().zip(outs) {
                 self.per_flow[f].push(c);
             }

@@ -45,8 +45,8 @@ pub(super) fn tfa(
         );
         return Ok(vec![Err(NoBound::NotApplicable(why)); net.flows.len()]);
     }
-    if line_shaping {
-        return Ok(shaped(net, &paths, stop));
+    if line_shaping || net.servers.iter().any(|s| s.shaper.is_some()) {
+        return Ok(shaped(net, &paths, line_shaping, stop));
     }
     Ok(affine(net, &paths, stop))
 }
@@ -137,17 +137,25 @@ fn grid() -> Q {
 /// Iterations after which a line-shaped fixed point that has not settled is given up.
 const MAX_ROUNDS: usize = 100_000;
 
-/// The fixed point when every server is a link: what leaves server `p` towards the
-/// next one is also bounded by `R_p t + M_p` (its rate, and the largest packet of
-/// its flows), so the traffic a server receives from one input is at most
-/// `min(Σ (b + r U + r t), R_p t + M_p)` with `U` the delays upstream of that visit.
+/// The fixed point when servers shape their output: with `line_shaping` every
+/// server is a link, and what leaves server `p` towards the next one is also bounded
+/// by `R_p t + M_p` (its rate, and the largest packet of its flows); a server with
+/// its own shaper `σ_p` (the network file's `shaper`) bounds it by `σ_p`. The
+/// traffic a server receives from one input is then at most
+/// `min(Σ (b + r U + r t), R_p t + M_p, σ_p)` with `U` the delays upstream of that
+/// visit.
 /// The delay bounds are then no longer affine in each other; they are iterated from
 /// 0, each rounded up to the nanosecond: the sequence only grows, and it stops at a
 /// `D` whose bounds `F(D)` are at most `D` — an upper bound of the fixed point the
 /// exact iteration converges to — or gives up after [`MAX_ROUNDS`] rounds or when a
 /// bound passes an hour. Once `stop` says so (asked every round) it gives no bound at
 /// all: a round short of the fixed point bounds nothing.
-fn shaped(net: &Network, paths: &[Vec<usize>], stop: &dyn Fn() -> bool) -> Vec<Bound> {
+fn shaped(
+    net: &Network,
+    paths: &[Vec<usize>],
+    line_shaping: bool,
+    stop: &dyn Fn() -> bool,
+) -> Vec<Bound> {
     let n = net.servers.len();
     let step = grid();
     let hour = Q::int(3600);
@@ -156,7 +164,7 @@ fn shaped(net: &Network, paths: &[Vec<usize>], stop: &dyn Fn() -> bool) -> Vec<B
         if stop() {
             return Vec::new();
         }
-        let Some(next) = round(net, paths, &d) else {
+        let Some(next) = round(net, paths, line_shaping, &d) else {
             return vec![Err(NoBound::Unbounded("a server is overloaded".into())); paths.len()];
         };
         let next: Vec<Q> = next.iter().map(|x| x.ceil_to(&step)).collect();
@@ -177,7 +185,7 @@ fn shaped(net: &Network, paths: &[Vec<usize>], stop: &dyn Fn() -> bool) -> Vec<B
 
 /// `F(D)`: each server's delay bound given the others' `d`; `None` when a server is
 /// overloaded.
-fn round(net: &Network, paths: &[Vec<usize>], d: &[Q]) -> Option<Vec<Q>> {
+fn round(net: &Network, paths: &[Vec<usize>], line_shaping: bool, d: &[Q]) -> Option<Vec<Q>> {
     let n = net.servers.len();
     // per server, per input (the previous server, or none for a source): the token
     // buckets that arrive that way
@@ -201,19 +209,25 @@ fn round(net: &Network, paths: &[Vec<usize>], d: &[Q]) -> Option<Vec<Q>> {
             upstream = upstream.add_ref(&d[s]);
         }
     }
-    let largest = largest_packets(net, paths);
+    let largest = if line_shaping {
+        largest_packets(net, paths)
+    } else {
+        vec![None; n]
+    };
     let mut out = Vec::with_capacity(n);
     for (s, srv) in net.servers.iter().enumerate() {
         let curves: Vec<Curve> = inputs[s]
             .iter()
             .map(|(from, r, b)| {
-                let tb = Curve::token_bucket(r.clone(), b.clone());
-                match from.and_then(|p| largest[p].as_ref().map(|m| (p, m))) {
-                    Some((p, m)) => {
-                        tb.min(&Curve::token_bucket(net.servers[p].rate.clone(), m.clone()))
-                    }
-                    None => tb,
+                let mut c = Curve::token_bucket(r.clone(), b.clone());
+                let Some(p) = *from else { return c };
+                if let Some(m) = &largest[p] {
+                    c = c.min(&Curve::token_bucket(net.servers[p].rate.clone(), m.clone()));
                 }
+                if let Some(sh) = &net.servers[p].shaper {
+                    c = c.min(&sh.curve());
+                }
+                c
             })
             .collect();
         let total = Curve::sum(curves.iter());

@@ -18,6 +18,7 @@ fn tandem(n: usize, mux: Multiplexing, flows: &[(usize, usize)]) -> Network {
                 latency: i(20),
                 buffer: None,
                 multiplexing: mux,
+                shaper: None,
             })
             .collect(),
         flows: flows
@@ -246,4 +247,31 @@ fn optimal_theta_needs_fifo_servers() {
     let by = sfa_by_theta(&net).unwrap();
     assert!(matches!(by[0].optimal, Err(NoBound::NotApplicable(_))));
     assert!(by[0].envelope.is_ok());
+}
+
+#[test]
+fn a_shaper_bounds_what_leaves_a_server() {
+    let mut net = tandem(3, Multiplexing::Fifo, &[(0, 2), (0, 2)]);
+    for s in &mut net.servers {
+        s.shaper = Some(crate::model::Shaper {
+            rate: i(20),
+            burst: i(0),
+        });
+    }
+    // the aggregate enters s0 as 10 t + 50: 20 + 50/20 there; it leaves as
+    // min(20 t, 10 t + 250), which a server of rate 20 and latency 20 delays by
+    // exactly 20, and so on: 22.5 + 20 + 20 (195/2 without the shaper)
+    assert_eq!(all(&net, Method::Tfa), vec![q(125, 2); 2]);
+    assert_eq!(all(&net, Method::Sfa), vec![q(125, 2); 2]);
+    // a shaper burst M adds M/20 at each of the two servers after the first
+    for s in &mut net.servers {
+        s.shaper = Some(crate::model::Shaper {
+            rate: i(20),
+            burst: i(40),
+        });
+    }
+    assert_eq!(all(&net, Method::Tfa), vec![q(125 + 8, 2); 2]);
+    // the fixed point (what cyclic networks get) uses the shapers too
+    let fp = fixed_point_tfa(&net, Options::default()).unwrap();
+    assert_eq!(fp, vec![Ok(q(125 + 8, 2)); 2]);
 }
