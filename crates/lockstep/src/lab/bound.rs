@@ -134,6 +134,7 @@ pub fn network(plan: &Plan) -> Result<Network, String> {
                 latency: tx.add_ref(&proc_s),
                 buffer: None,
                 multiplexing: Multiplexing::Fifo,
+                shaper: None,
             }
         })
         .collect();
