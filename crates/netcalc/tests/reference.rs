@@ -580,9 +580,10 @@ fn decimal(s: &str) -> (Q, Q) {
 /// Rows where lockstep's best is above panco's printed value: (file, flow, panco's
 /// method, lockstep's best in seconds, exact). Both now give every server the shaper
 /// `R t` (the files' `shaper`); what is left is panco's PLP, whose linear program
-/// relates more instants than lockstep's, and on the ring at load 0.7 lockstep's
-/// fixed point rounded up to the nanosecond at each of the 5 servers (24 ns above
-/// panco's printed TFA).
+/// relates more instants than lockstep's, and panco's TFA on the ring at load 0.7:
+/// lockstep's fixed point there, 27/2440 s exactly, rounded up to the nanosecond at
+/// each of the 5 servers, is 24 ns above panco's printed value (the rounding
+/// explains at most 5 ns of it).
 const PANCO_GAPS: &[(&str, &str, &str, (i128, i128))] = &[
     (
         "panco-interleaved-4.toml",

@@ -12,7 +12,8 @@
 //! constraints are the ones above, the equalities linking servers, and, for every
 //! pair of instants at one server whose order is known (`σ ≤ a ≤ τ` of a departure;
 //! FIFO keeps the order of departures in the order of their arrivals), each flow's
-//! and each bundle's arrival curve there. The objective is the bit's delay, the last
+//! and each bundle's arrival curve there, and at a server with an output shaper
+//! `R' t + M'` the shaper on everything it sent between two of its departures. The objective is the bit's delay, the last
 //! departure minus its first arrival.
 //!
 //! Every FIFO trajectory gives a feasible point (its real instants and cumulative
@@ -175,6 +176,7 @@ fn build(arr: &Arrivals, f: usize) -> Result<Program, NoBound> {
     for j in (0..n).rev() {
         let s = path[j];
         let nodes: Vec<Node> = taus.iter().map(|&tau| node(&mut lp, arr, s, tau)).collect();
+        shaper_constraints(&mut lp, arr, s, &taus, &tau_le, &nodes);
         // the first node of each level follows the bit of interest
         first_arrival = Some(nodes[0].a);
         if let Some((k, parents)) = &above {
@@ -220,6 +222,44 @@ fn node(lp: &mut Program, arr: &Arrivals, s: usize, tau: Variable) -> Node {
         sigma,
         at_a,
         at_sigma,
+    }
+}
+
+/// A shaped server's output between its departures `τ_x ≤ τ_y` of known order: what
+/// every flow crossing it has sent by `τ` is, by FIFO, what it had received by the
+/// departure's arrival instant, so `Σ_g (A_g(a_y) − A_g(a_x)) ≤ M' + R' (τ_y − τ_x)`
+/// (the shaper bounds the whole aggregate, flows leaving the path included).
+fn shaper_constraints(
+    lp: &mut Program,
+    arr: &Arrivals,
+    s: usize,
+    taus: &[Variable],
+    tau_le: &[Vec<bool>],
+    nodes: &[Node],
+) {
+    let Some(sh) = &arr.servers[s].shaper else {
+        return;
+    };
+    let sigma = pieces(&sh.curve());
+    for (x, row) in tau_le.iter().enumerate() {
+        for (y, &ok) in row.iter().enumerate() {
+            let (Some(nx), Some(ny)) = (nodes.get(x), nodes.get(y)) else {
+                continue;
+            };
+            if x == y || !ok {
+                continue;
+            }
+            for &(b, r) in &sigma {
+                let mut e: Vec<(Variable, f64)> = Vec::with_capacity(2 * nx.at_a.len() + 2);
+                for (&vy, &vx) in ny.at_a.iter().zip(&nx.at_a) {
+                    e.push((vy, 1.0));
+                    e.push((vx, -1.0));
+                }
+                e.push((taus[y], -r));
+                e.push((taus[x], r));
+                lp.add_constraint(e, Cmp::Le, b);
+            }
+        }
     }
 }
 

@@ -275,3 +275,25 @@ fn a_shaper_bounds_what_leaves_a_server() {
     let fp = fixed_point_tfa(&net, Options::default()).unwrap();
     assert_eq!(fp, vec![Ok(q(125 + 8, 2)); 2]);
 }
+
+#[test]
+fn the_lp_bounds_a_shaped_servers_whole_output() {
+    // f0 crosses s0 .. s2, f1 only s0 (it leaves the path there), f2 s1 .. s2
+    let mut net = tandem(3, Multiplexing::Fifo, &[(0, 2), (0, 0), (1, 2)]);
+    let plain = lp::program(&Arrivals::of(&net).unwrap(), 0).unwrap();
+    let before = all(&net, Method::Lp);
+    for s in &mut net.servers {
+        s.shaper = Some(crate::model::Shaper {
+            rate: i(20),
+            burst: i(0),
+        });
+    }
+    let shaped = lp::program(&Arrivals::of(&net).unwrap(), 0).unwrap();
+    // s0 and s1 have two departures of known order each below the last server:
+    // one row per ordered pair and shaper piece
+    assert!(shaped.rows.len() > plain.rows.len());
+    let after = all(&net, Method::Lp);
+    for (a, b) in after.iter().zip(&before) {
+        assert!(a <= b, "LP with shapers {a} above {b} without");
+    }
+}
