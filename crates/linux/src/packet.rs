@@ -553,6 +553,21 @@ impl PacketSocket {
         self.set_buffer(bytes, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)
     }
 
+    /// The socket's pending error, taken (`SO_ERROR`): `ENETDOWN` after its interface
+    /// went down, say. A plain receive reports it once and clears it; a socket read
+    /// only through a receive ring must take it, or every `ppoll` reports it again.
+    pub fn take_error(&self) -> Result<Option<NetError>, NetError> {
+        let v: libc::c_int = getsockopt(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR, 0)
+            .map_err(|source| NetError::Io {
+            op: "getsockopt(SO_ERROR)",
+            source,
+        })?;
+        Ok((v != 0).then(|| NetError::Io {
+            op: "socket error",
+            source: io::Error::from_raw_os_error(v),
+        }))
+    }
+
     /// Frames received and dropped (receive buffer full) since the last call.
     pub fn take_stats(&self) -> Result<PacketStats, NetError> {
         let v: [u32; 2] = getsockopt(

@@ -161,6 +161,11 @@ pub trait FramePort: AsFd + Send {
 
     /// Frames received and dropped for want of room since the last call.
     fn take_stats(&mut self) -> Result<PacketStats, NetError>;
+
+    /// Takes the socket's pending error (`ENETDOWN` after the interface went down):
+    /// call it when a wait reports an error on the port and the error queue is
+    /// empty, or the next wait reports it again at once.
+    fn take_error(&mut self) -> Result<Option<NetError>, NetError>;
 }
 
 /// A plain packet socket as a port: `recvmmsg` into its own slots.
@@ -221,6 +226,10 @@ impl FramePort for PacketPort {
 
     fn take_stats(&mut self) -> Result<PacketStats, NetError> {
         self.sock.take_stats()
+    }
+
+    fn take_error(&mut self) -> Result<Option<NetError>, NetError> {
+        self.sock.take_error()
     }
 }
 

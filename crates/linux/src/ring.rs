@@ -722,6 +722,10 @@ impl FramePort for RingSocket {
     fn take_stats(&mut self) -> Result<PacketStats, NetError> {
         self.sock.take_stats()
     }
+
+    fn take_error(&mut self) -> Result<Option<NetError>, NetError> {
+        self.sock.take_error()
+    }
 }
 
 #[cfg(test)]

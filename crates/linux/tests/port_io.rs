@@ -188,10 +188,19 @@ fn udp_frame(p: &Pair, id: u16, payload: &[u8]) -> Vec<u8> {
 
 /// Receives on `port` until `want` frames came (or [`CAP`] passed), waiting in `ppoll`.
 fn recv_n(port: &mut dyn FramePort, want: usize) -> Vec<(Vec<u8>, FrameMeta)> {
+    recv_n_for(port, want, CAP)
+}
+
+/// [`recv_n`] for at most `cap`.
+fn recv_n_for(
+    port: &mut dyn FramePort,
+    want: usize,
+    cap: StdDuration,
+) -> Vec<(Vec<u8>, FrameMeta)> {
     let mut got = Vec::new();
     let mut poller = Poller::new();
     let start = StdInstant::now();
-    while got.len() < want && start.elapsed() < CAP {
+    while got.len() < want && start.elapsed() < cap {
         poller
             .wait([port.as_fd()], Some(Duration::from_millis(50)))
             .unwrap();
@@ -331,6 +340,65 @@ fn ring_v3_port_moves_exact_frames_and_stamps_only_on_request() {
 #[test]
 fn ring_v2_port_moves_exact_frames_and_stamps_only_on_request() {
     frames_in_and_out(IoMode::RingV2, "ring_v2_port");
+}
+
+/// The link of a port goes down and comes back: the wait reports the port's error
+/// (ENETDOWN), which `take_error` clears, so the next wait sleeps again; once the
+/// link is up, frames arrive again.
+fn link_down_is_reported_once_and_frames_come_back(mode: IoMode, test: &str) {
+    if !can_run(test) {
+        return;
+    }
+    let base = unique();
+    {
+        let p = pair(&base);
+        let Some(mut rx) = open(&p.b, &p.if_b, mode, test) else {
+            return;
+        };
+        let Some(mut tx) = open(&p.a, &p.if_a, mode, test) else {
+            return;
+        };
+        let mut poller = Poller::new();
+        p.b.run(|| iface::set_down(&p.if_b)).unwrap().unwrap();
+        let n = poller
+            .wait([rx.as_fd()], Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(n, 1, "{mode}: the wait reports the link going down");
+        assert!(poller.readiness(0).error);
+        let e = rx.take_error().unwrap().expect("a pending error");
+        assert_eq!(e.raw_os_error(), Some(libc::ENETDOWN), "{mode}: {e}");
+        assert!(rx.take_error().unwrap().is_none());
+        let n = poller
+            .wait([rx.as_fd()], Some(Duration::from_millis(50)))
+            .unwrap();
+        assert_eq!(n, 0, "{mode}: the error is reported once");
+        p.b.run(|| iface::set_up(&p.if_b)).unwrap().unwrap();
+        // The veth's carrier comes back with the peer's; resend until one arrives.
+        let frame = udp_frame(&p, 1, b"again");
+        let mut got = Vec::new();
+        let start = StdInstant::now();
+        while got.is_empty() && start.elapsed() < CAP {
+            let _ = tx.send(&[&frame], &[]);
+            got = recv_n_for(rx.as_mut(), 1, StdDuration::from_millis(200));
+        }
+        assert_eq!(got.first().map(|g| &g.0), Some(&frame), "{mode}");
+    }
+    assert_eq!(netns::list(&base).unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn packet_port_survives_a_link_flap() {
+    link_down_is_reported_once_and_frames_come_back(IoMode::Packet, "packet_link_flap");
+}
+
+#[test]
+fn ring_v3_port_survives_a_link_flap() {
+    link_down_is_reported_once_and_frames_come_back(IoMode::Ring, "ring_v3_link_flap");
+}
+
+#[test]
+fn ring_v2_port_survives_a_link_flap() {
+    link_down_is_reported_once_and_frames_come_back(IoMode::RingV2, "ring_v2_link_flap");
 }
 
 #[test]

@@ -174,6 +174,9 @@ struct PortIo {
     /// ports are read, so a wake-up for one packet costs one `recvmmsg`, not one per
     /// port of every router.
     readable: bool,
+    /// The last `ppoll` saw an error on the port (an error-queue entry, or the
+    /// socket's own error: ENETDOWN after a link went down).
+    error: bool,
 }
 
 struct Router {
@@ -476,6 +479,7 @@ fn open(ctx: &mut Ctx, now: i64) -> Result<Router> {
                 ..DriverCounters::default()
             },
             readable: true,
+            error: false,
         });
     }
     let csv = if live.tx_timestamps {
@@ -591,6 +595,7 @@ impl Group {
                         let ready = self.poller.readiness(i);
                         r.errqueue |= ready.error;
                         p.readable = ready.readable;
+                        p.error = ready.error;
                         i += 1;
                     }
                 }
@@ -617,6 +622,9 @@ impl Group {
                 if r.errqueue || r.ports.iter().any(|p| p.outstanding > 0) {
                     // An error-queue entry makes every ppoll return at once until taken.
                     r.drain_tx_timestamps(r.errqueue)?;
+                    if r.errqueue {
+                        r.take_errors();
+                    }
                     r.errqueue = false;
                 }
                 got += n;
@@ -857,6 +865,20 @@ impl Router {
             node.recycle(b);
         }
         Ok(())
+    }
+
+    /// Takes the pending socket errors of the ports the last wait saw one on (a
+    /// receive ring never reads the socket, so nothing else would: every wait would
+    /// report it again). ENETDOWN counts as a receive that found the link down.
+    fn take_errors(&mut self) {
+        for p in self.ports.iter_mut().filter(|p| p.error) {
+            p.error = false;
+            if let Ok(Some(e)) = p.port.take_error() {
+                if e.transient() == Some(Transient::LinkDown) {
+                    p.c.rx_link_down += 1;
+                }
+            }
+        }
     }
 
     /// Takes every queued TX timestamp (and whatever else is on the error queues);
