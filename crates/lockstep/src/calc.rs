@@ -33,7 +33,7 @@ use crate::{CheckFailed, Interrupted, UsageError};
 
 #[derive(Args, Debug)]
 pub struct CalcArgs {
-    /// Network files: [[server]] (name, rate, latency, buffer, multiplexing) and
+    /// Network files: [[server]] (name, rate, latency, buffer, multiplexing, shaper) and
     /// [[flow]] (name, path, rate, burst, peak, max_packet, deadline) tables.
     #[arg(value_name = "NETWORK.toml", required = true)]
     pub networks: Vec<PathBuf>,

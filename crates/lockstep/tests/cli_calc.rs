@@ -243,7 +243,7 @@ fn bad_input_exits_2_naming_file_line_and_field() {
     );
     assert_eq!(
         bad("key.toml", &TWO_HOPS.replace("latency = \"20us\"\nbuffer", "latncy = \"20us\"\nbuffer")),
-        "lockstep: FILE:4: server[0] \"s0\".latncy: unknown key (expected one of name, rate, latency, buffer, multiplexing)\n"
+        "lockstep: FILE:4: server[0] \"s0\".latncy: unknown key (expected one of name, rate, latency, buffer, multiplexing, shaper)\n"
     );
     assert_eq!(
         bad("missing.toml", &TWO_HOPS.replace("burst = \"25B\"\n", "")),

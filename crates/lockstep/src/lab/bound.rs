@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use lockstep_core::tdp::schedule::Link;
 use lockstep_core::tdp::Role;
 use lockstep_netcalc::methods::{self, Method};
-use lockstep_netcalc::{Flow, Multiplexing, Network, Server, Q};
+use lockstep_netcalc::{Flow, Multiplexing, Network, Server, Shaper, Q};
 
 use super::plan::{FlowPlan, NodePlan, Plan};
 use super::scenario::RunMode;
@@ -134,7 +134,12 @@ pub fn network(plan: &Plan) -> Result<Network, String> {
                 latency: tx.add_ref(&proc_s),
                 buffer: None,
                 multiplexing: Multiplexing::Fifo,
-                shaper: None,
+                // a link sends whole frames at its rate: what the next node has
+                // received of it is at most R t + its largest frame
+                shaper: Some(Shaper {
+                    rate: Q::int(rate as i64),
+                    burst: Q::int(largest as i64),
+                }),
             }
         })
         .collect();
