@@ -112,7 +112,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub gates: crate::gates::GateArgs,
     /// Routers: how their ports move frames (`packet`, `ring`, `ring-v2`; see
-    /// `lockstep node --io`). Default: each router picks the best its kernel has.
+    /// `lockstep node --io`). Default: `packet`.
     #[arg(long, value_name = "MODE", value_parser = crate::node::parse_io)]
     pub io: Option<lockstep_linux::port::IoMode>,
     #[command(flatten)]
