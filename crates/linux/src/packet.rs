@@ -611,6 +611,18 @@ impl PacketSocket {
         if flags != 0 {
             flags |= libc::SOF_TIMESTAMPING_SOFTWARE;
         }
+        self.set_timestamping(flags, &mut support)?;
+        support.tx_software = cfg.tx_software;
+        Ok(support)
+    }
+
+    /// Sets `SO_TIMESTAMPING` to `flags`; `support` learns whether receive times
+    /// come (with a note when the kernel does not confirm them).
+    fn set_timestamping(
+        &self,
+        flags: libc::c_uint,
+        support: &mut TimestampSupport,
+    ) -> Result<(), NetError> {
         let v = flags as libc::c_int;
         setsockopt(
             self.fd.as_raw_fd(),
@@ -628,14 +640,13 @@ impl PacketSocket {
                 source: e,
             },
         })?;
-        support.tx_software = cfg.tx_software;
-        support.rx_software = cfg.rx_software;
-        if cfg.rx_software {
+        support.rx_software = flags & libc::SOF_TIMESTAMPING_RX_SOFTWARE != 0;
+        if support.rx_software {
             if let Some(note) = confirm_rx_timestamping() {
                 support.notes.push(note);
             }
         }
-        Ok(support)
+        Ok(())
     }
 
     fn set_rcvtimeo(&mut self, ns: i64) -> Result<(), NetError> {
@@ -822,33 +833,11 @@ impl PacketSocket {
         if rx_software {
             flags |= libc::SOF_TIMESTAMPING_RX_SOFTWARE;
         }
-        let v = flags as libc::c_int;
-        setsockopt(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            &v,
-        )
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOPROTOOPT) => NetError::Unsupported {
-                feature: "SO_TIMESTAMPING",
-                detail: "the kernel does not know this socket option",
-            },
-            _ => NetError::Io {
-                op: "setsockopt(SO_TIMESTAMPING)",
-                source: e,
-            },
-        })?;
         let mut support = TimestampSupport {
             tx_software: true,
-            rx_software,
             ..TimestampSupport::default()
         };
-        if rx_software {
-            if let Some(note) = confirm_rx_timestamping() {
-                support.notes.push(note);
-            }
-        }
+        self.set_timestamping(flags, &mut support)?;
         Ok(support)
     }
 

@@ -101,6 +101,33 @@ impl Drop for Mapping {
 }
 
 impl Mapping {
+    /// Maps the `len` bytes of the ring `sock` just set up (`what` names it in an
+    /// error).
+    fn of(sock: &PacketSocket, len: usize, what: &'static str) -> Result<Mapping, NetError> {
+        // SAFETY: a fresh shared mapping of the ring the socket just set up, of the
+        // size it was set up with; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                sock.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(NetError::Io {
+                op: what,
+                source: last_error(),
+            });
+        }
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
     /// The status word at `off`, as an atomic shared with the kernel.
     fn status(&self, off: usize) -> Option<&AtomicU32> {
         if !off.is_multiple_of(4) || off.checked_add(4)? > self.len {
@@ -245,35 +272,14 @@ impl RingSocket {
     pub fn bind_index(ifindex: u32, version: RingVersion) -> Result<RingSocket, PacketError> {
         let sock = PacketSocket::bind_index_with(ifindex, |fd| set_ring(fd, version))?;
         let len = BLOCK_SIZE * BLOCK_NR;
-        // SAFETY: a fresh shared mapping of the ring the socket just set up, of the
-        // size it was set up with; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                sock.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(NetError::Io {
-                op: "mmap(packet receive ring)",
-                source: last_error(),
-            }
-            .into());
-        }
+        let map = Mapping::of(&sock, len, "mmap(packet receive ring)")?;
         let (units, unit_size) = match version {
             RingVersion::V2 => (len / FRAME_SIZE, FRAME_SIZE),
             RingVersion::V3 => (BLOCK_NR, BLOCK_SIZE),
         };
         Ok(RingSocket {
             sock,
-            map: Mapping {
-                ptr: ptr.cast(),
-                len,
-            },
+            map,
             version,
             units,
             unit_size,
@@ -581,30 +587,10 @@ impl TxRing {
             })
         })?;
         let len = BLOCK_SIZE * BLOCK_NR;
-        // SAFETY: a fresh shared mapping of the ring just set up, of its size; checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                sock.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(NetError::Io {
-                op: "mmap(packet transmit ring)",
-                source: last_error(),
-            }
-            .into());
-        }
+        let map = Mapping::of(&sock, len, "mmap(packet transmit ring)")?;
         Ok(TxRing {
             sock,
-            map: Mapping {
-                ptr: ptr.cast(),
-                len,
-            },
+            map,
             slots: len / FRAME_SIZE,
             next: 0,
         })

@@ -10,9 +10,11 @@
 //! speed.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+mod common;
+
+use common::{can_run, pair, unique, CAP, IP_A, IP_B};
 use lockstep_core::{ClockId, Duration};
 use lockstep_linux::cmd;
 use lockstep_linux::ethtool::{self, Offloads};
@@ -22,103 +24,16 @@ use lockstep_linux::packet::{FrameKind, PacketSocket};
 use lockstep_linux::tc::{self, TbfLimit, TcError};
 use lockstep_linux::udp::{RecvMode, TimestampConfig, UdpSocket};
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A name prefix no other test (or concurrent run) uses: `lst-<pid hex>-<n>`.
-fn unique() -> String {
-    format!(
-        "lst-{:x}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Whether the test can run; prints why not.
-fn can_run(test: &str) -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping {test}: needs root (network namespaces, raw sockets)");
-        return false;
-    }
-    for tool in ["ip", "tc"] {
-        if cmd::find_program(tool).is_none() {
-            eprintln!("skipping {test}: `{tool}` (iproute2) is not installed");
-            return false;
-        }
-    }
-    true
-}
-
 /// Runs `body` with a fresh name prefix, then checks that no namespace or host
 /// interface with that prefix is left (the body's guards have been dropped by then).
 fn with_cleanup_check(test: &str, body: impl FnOnce(&str)) {
-    if !can_run(test) {
+    if !can_run(test, &["ip", "tc"]) {
         return;
     }
-    let base = unique();
+    let base = unique("lst");
     body(&base);
     assert_eq!(netns::list(&base).unwrap(), Vec::<String>::new());
     assert_eq!(iface::list(&base).unwrap(), Vec::new());
-}
-
-const CAP: StdDuration = StdDuration::from_secs(10);
-const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const IP_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-/// Two namespaces joined by a veth pair `if_a` (10.0.0.1/24, in A) — `if_b`
-/// (10.0.0.2/24, in B), both up, IPv6 off (no stray router solicitations), static
-/// neighbour entries both ways (no ARP).
-struct Pair {
-    // Dropped first to last: both namespaces go, and with them the veth pair.
-    a: NetnsGuard,
-    b: NetnsGuard,
-    if_a: String,
-    if_b: String,
-    mac_a: Mac,
-    mac_b: Mac,
-}
-
-fn pair(base: &str) -> Pair {
-    let a = NetnsGuard::create(&format!("{base}A")).unwrap();
-    let b = NetnsGuard::create(&format!("{base}B")).unwrap();
-    for ns in [&a, &b] {
-        ns.run(|| -> Result<(), IfaceError> {
-            iface::sysctl_set("net.ipv6.conf.all.disable_ipv6", "1")?;
-            iface::sysctl_set("net.ipv6.conf.default.disable_ipv6", "1")?;
-            iface::set_up("lo")
-        })
-        .unwrap()
-        .unwrap();
-    }
-    let if_a = format!("{base}a");
-    let if_b = format!("{base}b");
-    assert!(if_a.len() <= 15, "{if_a}");
-    iface::create_veth_between(&if_a, Some(a.name()), &if_b, Some(b.name())).unwrap();
-    let setup = |ns: &NetnsGuard, ifname: &str, ip: Ipv4Addr| {
-        ns.run(|| -> Result<Mac, IfaceError> {
-            iface::add_addr(ifname, ip, 24)?;
-            iface::set_up(ifname)?;
-            iface::mac(ifname)
-        })
-        .unwrap()
-        .unwrap()
-    };
-    let mac_a = setup(&a, &if_a, IP_A);
-    let mac_b = setup(&b, &if_b, IP_B);
-    a.run(|| iface::add_neigh(&if_a, IP_B, mac_b))
-        .unwrap()
-        .unwrap();
-    b.run(|| iface::add_neigh(&if_b, IP_A, mac_a))
-        .unwrap()
-        .unwrap();
-    Pair {
-        a,
-        b,
-        if_a,
-        if_b,
-        mac_a,
-        mac_b,
-    }
 }
 
 /// Deletes a host-namespace link on drop unless it has moved away (then the delete

@@ -9,105 +9,32 @@
 //! an assertion fails, and checks at the end that nothing of its is left. Loops are
 //! bounded by a count and a wall-clock cap; nothing asserts speed.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+mod common;
+
+use common::{unique, Pair, CAP, IP_A, IP_B};
 use lockstep_core::{ClockId, Duration};
-use lockstep_linux::cmd;
 use lockstep_linux::ethtool::{self, Offloads};
-use lockstep_linux::iface::{self, IfaceError, Mac};
+use lockstep_linux::iface;
 use lockstep_linux::netns::{self, NetnsGuard};
 use lockstep_linux::packet::{FrameKind, FrameMeta};
 use lockstep_linux::poll::Poller;
 use lockstep_linux::port::{self, FramePort, IoChoice, IoMode, PortError, PortSetup};
 use lockstep_linux::udp::UdpSocket;
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-fn unique() -> String {
-    format!(
-        "lsp-{:x}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 fn can_run(test: &str) -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping {test}: needs root (network namespaces, raw sockets)");
-        return false;
-    }
-    if cmd::find_program("ip").is_none() {
-        eprintln!("skipping {test}: `ip` (iproute2) is not installed");
-        return false;
-    }
-    true
+    common::can_run(test, &["ip"])
 }
-
-const CAP: StdDuration = StdDuration::from_secs(10);
-const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const IP_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
 /// Two namespaces joined by a veth pair, addressed, up, IPv6 off, static neighbours,
 /// every offload off.
-struct Pair {
-    a: NetnsGuard,
-    b: NetnsGuard,
-    if_a: String,
-    if_b: String,
-    mac_a: Mac,
-    mac_b: Mac,
-}
-
 fn pair(base: &str) -> Pair {
-    let a = NetnsGuard::create(&format!("{base}A")).unwrap();
-    let b = NetnsGuard::create(&format!("{base}B")).unwrap();
-    for ns in [&a, &b] {
-        ns.run(|| -> Result<(), IfaceError> {
-            iface::sysctl_set("net.ipv6.conf.all.disable_ipv6", "1")?;
-            iface::sysctl_set("net.ipv6.conf.default.disable_ipv6", "1")?;
-            iface::set_up("lo")
-        })
-        .unwrap()
-        .unwrap();
-    }
-    let if_a = format!("{base}a");
-    let if_b = format!("{base}b");
-    assert!(if_a.len() <= 15, "{if_a}");
-    iface::create_veth_between(&if_a, Some(a.name()), &if_b, Some(b.name())).unwrap();
-    let setup = |ns: &NetnsGuard, ifname: &str, ip: Ipv4Addr| {
-        ns.run(|| -> Result<Mac, IfaceError> {
-            iface::add_addr(ifname, ip, 24)?;
-            iface::set_up(ifname)?;
-            iface::mac(ifname)
-        })
-        .unwrap()
-        .unwrap()
-    };
-    let mac_a = setup(&a, &if_a, IP_A);
-    let mac_b = setup(&b, &if_b, IP_B);
-    a.run(|| iface::add_neigh(&if_a, IP_B, mac_b))
-        .unwrap()
-        .unwrap();
-    b.run(|| iface::add_neigh(&if_b, IP_A, mac_a))
-        .unwrap()
-        .unwrap();
-    for (ns, ifname) in [(&a, &if_a), (&b, &if_b)] {
-        ns.run(|| ethtool::set_offloads(ifname, Offloads::ALL_OFF))
-            .unwrap()
-            .unwrap();
-    }
-    Pair {
-        a,
-        b,
-        if_a,
-        if_b,
-        mac_a,
-        mac_b,
-    }
+    let p = common::pair(base);
+    p.offloads_off();
+    p
 }
 
 /// Opens a port in `mode` inside `ns`; `None` (with a note) when the kernel lacks it.
@@ -232,7 +159,7 @@ fn frames_in_and_out(mode: IoMode, test: &str) {
     if !can_run(test) {
         return;
     }
-    let base = unique();
+    let base = unique("lsp");
     {
         let p = pair(&base);
         let Some(mut rx) = open(&p.b, &p.if_b, mode, test) else {
@@ -349,7 +276,7 @@ fn link_down_is_reported_once_and_frames_come_back(mode: IoMode, test: &str) {
     if !can_run(test) {
         return;
     }
-    let base = unique();
+    let base = unique("lsp");
     {
         let p = pair(&base);
         let Some(mut rx) = open(&p.b, &p.if_b, mode, test) else {
@@ -406,7 +333,7 @@ fn auto_picks_a_mode_and_a_missing_interface_is_named() {
     if !can_run("auto_picks_a_mode") {
         return;
     }
-    let base = unique();
+    let base = unique("lsp");
     {
         let p = pair(&base);
         let o =

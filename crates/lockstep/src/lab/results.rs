@@ -772,7 +772,6 @@ pub fn flow_inputs<'a>(
     // over 30,000 nodes took seconds)
     let by_name: HashMap<&str, &NodePlan> =
         plan.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let ids: HashMap<&str, u32> = by_name.iter().map(|(&k, n)| (k, n.id)).collect();
     let asynchronous = |f: &FlowPlan| {
         f.path
             .first()
@@ -794,7 +793,7 @@ pub fn flow_inputs<'a>(
                     .iter()
                     .skip(1)
                     .take(f.path.len().saturating_sub(2))
-                    .filter_map(|n| ids.get(n.as_str()).copied())
+                    .filter_map(|n| by_name.get(n.as_str()).map(|n| n.id))
                     .collect()
             },
             window: tdp.then(|| {

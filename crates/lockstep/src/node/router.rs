@@ -431,16 +431,7 @@ fn open(ctx: &mut Ctx, now: i64) -> Result<Router> {
             .map_err(|e| EnvError(format!("live.netns: {e}")))??,
     };
     if let Some(first) = opened.ports.first() {
-        ctx.progress(&format!(
-            "{}: packet I/O {}{}",
-            node_cfg.name,
-            first.mode(),
-            if io == IoChoice::Auto {
-                " (chosen)"
-            } else {
-                ""
-            }
-        ));
+        ctx.progress(&format!("{}: packet I/O {}", node_cfg.name, first.mode()));
     }
     for n in opened.notes {
         ctx.warn(n);
