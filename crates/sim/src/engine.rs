@@ -26,6 +26,7 @@ use crate::hostmodel::HostModel;
 use crate::link::LinkDir;
 use crate::queue::EventQueue;
 use crate::rng::Rng;
+use crate::spare::Spare;
 
 /// The clock of every instant the simulator hands a state machine. Simulated time is
 /// one timeline of `i64` nanoseconds; each node reads it through its [`NodeClock`]
@@ -77,6 +78,9 @@ impl NodeClock {
     }
 }
 
+/// A packet waiting for its node: the port it came in on, its bytes, when it arrived.
+type Inbound = (u16, PacketBuf, i64);
+
 /// What a simulated node is.
 #[derive(Debug)]
 pub enum Kind {
@@ -103,7 +107,7 @@ pub struct SimNode {
     /// What each packet the node receives, and each it sends, costs it.
     pub processing_ns: i64,
     rng: Rng,
-    inbox: VecDeque<(u16, PacketBuf, i64)>,
+    inbox: VecDeque<Inbound>,
     wake_at: Option<i64>,
     busy_until: i64,
     /// Wake-ups for a timer, and how late each was (true time).
@@ -115,6 +119,8 @@ pub struct SimNode {
     pub fresh: Option<NodeConfig>,
     /// Killed by a fault and not started again yet: it takes and sends nothing.
     pub down: bool,
+    /// How many of its ports' links a fault holds down.
+    links_down: u32,
 }
 
 impl SimNode {
@@ -135,6 +141,22 @@ impl SimNode {
             events: NodeEventSummary::default(),
             fresh: None,
             down: false,
+            links_down: 0,
+        }
+    }
+
+    /// A fault takes the link of `port` down (`true`) or brings it back.
+    fn set_link_down(&mut self, port: u16, down: bool) {
+        let Some(p) = self.ports.get_mut(usize::from(port)) else {
+            return;
+        };
+        if p.link.down != down {
+            p.link.down = down;
+            self.links_down = if down {
+                self.links_down + 1
+            } else {
+                self.links_down.saturating_sub(1)
+            };
         }
     }
 
@@ -258,6 +280,7 @@ pub struct Engine {
     queue: EventQueue<Ev>,
     stats: EngineStats,
     out: Vec<PacketBuf>,
+    spare: Spare,
     now: i64,
     cpus: Cpus,
     faults: Vec<SimFault>,
@@ -284,6 +307,7 @@ impl Engine {
             queue,
             stats: EngineStats::default(),
             out: Vec::new(),
+            spare: Spare::default(),
             now: start,
             cpus: Cpus::default(),
             faults: Vec::new(),
@@ -365,33 +389,51 @@ impl Engine {
     ) {
         self.stats.packet_hops += 1;
         let n = &mut self.nodes[i];
-        let link_down = n.ports.get(usize::from(port)).is_some_and(|p| p.link.down);
+        // (the port's state only looked at while some link of the node is down)
+        let link_down =
+            n.links_down > 0 && n.ports.get(usize::from(port)).is_some_and(|p| p.link.down);
         if n.down || link_down {
             self.stats.fault_drops += 1;
+            self.spare.give(buf);
+            return;
+        }
+        let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
+        let earlier = n.wake_at.is_none_or(|w| at < w);
+        if earlier && at == t && !self.queue.any_due_by(t) {
+            // A wake-up now with nothing else due at this instant: queued, it would
+            // be the very next event, so it runs at once (and counts as the event it
+            // stands for), the packet handed over without a stop in the inbox.
+            n.wake_at = Some(t);
+            self.stats.events += 1;
+            self.wake_with(i, t, Some((port, buf, t)), on_delivery);
             return;
         }
         n.inbox.push_back((port, buf, t));
-        let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
-        if n.wake_at.is_none_or(|w| at < w) {
+        if earlier {
             n.wake_at = Some(at);
-            if at == t && !self.queue.any_due_by(t) {
-                // A wake-up now with nothing else due at this instant: queued, it
-                // would be the very next event, so it runs at once (and counts as
-                // the event it stands for).
-                self.stats.events += 1;
-                self.wake(i, t, on_delivery);
-            } else {
-                self.queue.push(at, Ev::Wake(i as u32));
-            }
+            self.queue.push(at, Ev::Wake(i as u32));
         }
     }
 
     fn wake(&mut self, i: usize, t: i64, on_delivery: &mut impl FnMut(usize, &Delivery)) {
+        self.wake_with(i, t, None, on_delivery);
+    }
+
+    /// A wake-up of node `i` at `t`; `first` is a packet that arrived at `t` to
+    /// be handled after the inbox's (which is then empty).
+    fn wake_with(
+        &mut self,
+        i: usize,
+        t: i64,
+        mut first: Option<Inbound>,
+        on_delivery: &mut impl FnMut(usize, &Delivery),
+    ) {
         let n = &mut self.nodes[i];
         if n.wake_at != Some(t) {
             return; // superseded by an earlier wake-up
         }
         if let Some(free) = self.cpus.earliest().filter(|&f| f > t) {
+            n.inbox.extend(first);
             n.wake_at = Some(free);
             self.queue.push(free, Ev::Wake(i as u32));
             return;
@@ -399,7 +441,7 @@ impl Engine {
         n.wake_at = None;
         self.stats.wakeups += 1;
         let mut now = t;
-        while let Some((port, buf, arrived)) = n.inbox.pop_front() {
+        while let Some((port, buf, arrived)) = n.inbox.pop_front().or_else(|| first.take()) {
             let (local, krx) = (n.clock.instant(now), n.clock.instant(arrived));
             match &mut n.kind {
                 Kind::Router(node) => {
@@ -413,6 +455,7 @@ impl Engine {
                     if let Some(d) = h.handle_frame(local.ns, krx.ns, &buf) {
                         on_delivery(i, &d);
                     }
+                    self.spare.give(buf);
                 }
             }
             now = now.saturating_add(n.processing_ns);
@@ -463,7 +506,7 @@ impl Engine {
                 drain_events(node, &mut n.events);
             }
             Kind::Host(h) => {
-                h.handle_timeout(local.ns, out);
+                h.handle_timeout(local.ns, out, &mut self.spare);
                 for buf in out.drain(..) {
                     let Some(port) = n.ports.first_mut() else {
                         continue;
@@ -471,11 +514,15 @@ impl Engine {
                     done = done.saturating_add(cost);
                     if port.link.down {
                         self.stats.fault_drops += 1;
+                        self.spare.give(buf);
                         continue;
                     }
                     match port.link.send(done, buf.len()) {
                         Some(at) => self.queue.push(at, Ev::Arrive(port.to, port.to_port, buf)),
-                        None => self.stats.link_drops += 1,
+                        None => {
+                            self.stats.link_drops += 1;
+                            self.spare.give(buf);
+                        }
                     }
                 }
             }
@@ -491,12 +538,8 @@ impl Engine {
         match fault {
             SimFault::LinkDown { ends, .. } => {
                 for (node, port) in ends {
-                    let p = self
-                        .nodes
-                        .get_mut(node as usize)
-                        .and_then(|n| n.ports.get_mut(usize::from(port)));
-                    if let Some(p) = p {
-                        p.link.down = begins;
+                    if let Some(n) = self.nodes.get_mut(node as usize) {
+                        n.set_link_down(port, begins);
                     }
                 }
             }

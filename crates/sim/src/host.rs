@@ -11,6 +11,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use lockstep_core::tdp::{Delivery, PacketBuf, Receiver, Sender};
 
 use crate::source::ShapedSource;
+use crate::spare::Spare;
 use lockstep_core::wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, UdpPacket,
     UdpRepr, PROTO_UDP,
@@ -112,7 +113,8 @@ impl Host {
     }
 
     /// Everything due at `now`, framed, in the order it is sent.
-    pub fn handle_timeout(&mut self, now: i64, out: &mut Vec<PacketBuf>) {
+    /// Frames are built in buffers taken from `spare`.
+    pub fn handle_timeout(&mut self, now: i64, out: &mut Vec<PacketBuf>, spare: &mut Spare) {
         let Some(iface) = self.iface.filter(|_| !self.stopped) else {
             return;
         };
@@ -122,7 +124,14 @@ impl Host {
                 s.handle_timeout(at);
                 while let Some(tx) = s.poll_transmit(at) {
                     if let Some(f) = flows.iter().find(|f| f.id == tx.flow) {
-                        out.push(udp_frame(&iface, f.src, f.dst, tx.dscp, tx.payload));
+                        out.push(udp_frame_in(
+                            spare.take(),
+                            &iface,
+                            f.src,
+                            f.dst,
+                            tx.dscp,
+                            tx.payload,
+                        ));
                     }
                 }
             }
@@ -132,7 +141,7 @@ impl Host {
                 let payload = lockstep_core::tdp::host::probe_buffer(1000, c.size)
                     .unwrap_or_else(|_| vec![0; c.size as usize]);
                 let src = SocketAddrV4::new(iface.addr, c.src_port);
-                out.push(udp_frame(&iface, src, c.dst, 0, &payload));
+                out.push(udp_frame_in(spare.take(), &iface, src, c.dst, 0, &payload));
                 c.sent += 1;
                 c.next_ns = c.next_ns.saturating_add(c.period_ns.max(1));
             }
@@ -140,7 +149,14 @@ impl Host {
         for sh in &mut self.shaped {
             while sh.poll_send(now) {
                 let src = SocketAddrV4::new(iface.addr, sh.src_port);
-                out.push(udp_frame(&iface, src, sh.dst, 0, &sh.payload));
+                out.push(udp_frame_in(
+                    spare.take(),
+                    &iface,
+                    src,
+                    sh.dst,
+                    0,
+                    &sh.payload,
+                ));
             }
         }
     }
@@ -175,8 +191,21 @@ pub fn udp_frame(
     dscp: u8,
     payload: &[u8],
 ) -> PacketBuf {
+    udp_frame_in(Vec::new(), iface, src, dst, dscp, payload)
+}
+
+/// [`udp_frame`] built in `buf` (its old bytes are overwritten).
+pub fn udp_frame_in(
+    mut buf: Vec<u8>,
+    iface: &Iface,
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    dscp: u8,
+    payload: &[u8],
+) -> PacketBuf {
     let ip_len = 20 + 8 + payload.len();
-    let mut buf = vec![0u8; 14 + ip_len];
+    buf.clear();
+    buf.resize(14 + ip_len, 0);
     let eth = EthernetRepr {
         src: iface.mac,
         dst: iface.peer_mac,

@@ -13,7 +13,8 @@
 //! - [`host`]: the kernel side of a simulated sender or receiver.
 //! - [`source`]: token-bucket shaped sources (lockstep's bucket, models of Linux tbf
 //!   and htb); [`shaped`]: a plan's loads sent through them.
-//! - [`engine`]: the event loop; [`build`]: plan → simulated nodes.
+//! - [`engine`]: the event loop; [`build`]: plan → simulated nodes; [`spare`]:
+//!   packet buffers reused from receivers to senders.
 //!
 //! Deterministic: a run is a pure function of (plan, options); nothing reads the
 //! wall clock and the only chance comes from a seeded generator ([`rng`]).
@@ -27,6 +28,7 @@ pub mod queue;
 pub mod rng;
 pub mod shaped;
 pub mod source;
+pub mod spare;
 
 pub use build::{build, faults, BuildError};
 pub use engine::{Engine, EngineStats, Kind, NodeClock, NodeEventSummary, SimFault, SimNode};

@@ -1281,25 +1281,24 @@ fn rewrite_egress(buf: &mut [u8], dscp: DscpAction, hop: Option<&HopRecord>) -> 
     if ip.protocol() != PROTO_UDP || ip.frag_offset() != 0 || ip.more_frags() {
         return HopOutcome::NotProbe;
     }
-    let (src, dst) = (ip.src_addr(), ip.dst_addr());
     let Ok(mut udp) = UdpPacket::new_checked(ip.payload_mut()) else {
         return HopOutcome::NotProbe;
     };
     if !udp.payload().starts_with(&MAGIC) {
         return HopOutcome::NotProbe;
     }
-    let had_checksum = udp.checksum() != 0;
-    {
+    let change = {
         let Ok(mut probe) = ProbePacket::new_checked(udp.payload_mut()) else {
             return HopOutcome::NotProbe;
         };
-        if probe.push_hop(hop).is_err() {
-            return HopOutcome::NoRoom;
+        match probe.push_hop_tracked(hop) {
+            Ok(change) => change,
+            Err(_) => return HopOutcome::NoRoom,
         }
-    }
-    if had_checksum {
-        udp.fill_checksum(src, dst);
-    }
+    };
+    // the UDP payload starts at an even offset of the datagram, so the probe's
+    // even offsets are the datagram's
+    udp.adjust_checksum(change);
     HopOutcome::Recorded
 }
 

@@ -78,7 +78,9 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn new(max_free: usize) -> Self {
         Pool {
-            free: Vec::with_capacity(max_free),
+            // grows with use: a node that never holds many packets (most of a
+            // large simulated network's routers) keeps a short list
+            free: Vec::new(),
             max_free,
             allocated: 0,
         }

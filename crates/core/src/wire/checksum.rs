@@ -88,6 +88,25 @@ pub fn update_bytes(old_checksum: u16, old: &[u8], new: &[u8]) -> u16 {
     !fold(sum)
 }
 
+/// What a change did to the bytes a checksum covers, as the ones'-complement sums of
+/// the changed runs before (`old`) and after (`new`); every run starts at an even
+/// offset of the covered region. [`SumChange::apply`] is RFC 1624 eqn. 3 for the
+/// whole change at once: how a router adjusts a UDP checksum after appending a hop
+/// record to a probe, summing a few dozen bytes instead of the datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SumChange {
+    pub old: u32,
+    pub new: u32,
+}
+
+impl SumChange {
+    /// The checksum after the change, from the one before it.
+    pub fn apply(self, old_checksum: u16) -> u16 {
+        let sum = u32::from(!old_checksum) + u32::from(!fold(self.old)) + u32::from(fold(self.new));
+        !fold(sum)
+    }
+}
+
 /// The ones'-complement sum of the IPv4 pseudo-header that UDP and TCP checksums
 /// cover (RFC 768): source, destination, zero, protocol, transport length.
 pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16) -> u32 {

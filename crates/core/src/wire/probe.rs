@@ -99,7 +99,7 @@
 
 use thiserror::Error;
 
-use super::checksum::{fold, ones_complement_sum, update_bytes};
+use super::checksum::{fold, ones_complement_sum, update_bytes, SumChange};
 
 /// `b"LKST"`: the first four bytes of every probe packet.
 pub const MAGIC: [u8; 4] = *b"LKST";
@@ -571,6 +571,21 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let reserved = self.buffer.as_ref()[field::RESERVED0];
         self.replace_covered(field::HOP_COUNT, &[hop_count + 1, reserved]);
         Ok(())
+    }
+
+    /// [`Packet::push_hop`], also saying how the bytes around the probe sum before
+    /// and after it ([`SumChange`]), so the checksum of the UDP datagram that carries
+    /// the probe follows without summing the datagram again. The probe's checksum
+    /// keeps its header and records summing to the same value (all ones when it is
+    /// right; whatever it was otherwise, since the push updates it incrementally), so
+    /// all that changes for the datagram is the padding the new record replaced.
+    pub fn push_hop_tracked(&mut self, hop: &HopRecord) -> Result<SumChange, WireError> {
+        self.check_len()?;
+        let at = self.hop_area_end();
+        let padding = self.buffer.as_ref().get(at..at + HOP_LEN).unwrap_or(&[]);
+        let old = ones_complement_sum(padding, 0);
+        self.push_hop(hop)?;
+        Ok(SumChange { old, new: 0 })
     }
 
     /// Overwrite existing hop record `index` (`< hop_count`) and update the checksum

@@ -685,6 +685,38 @@ fn arb_repr() -> impl Strategy<Value = ProbeRepr> {
 
 proptest! {
     #[test]
+    fn a_tracked_hop_keeps_the_udp_checksum_a_full_fill_gives(
+        repr in arb_repr(),
+        hop in arb_hop(),
+        padding in any::<u8>(),
+        addrs in any::<(u32, u32)>(),
+    ) {
+        use crate::wire::udp::{UdpPacket, HEADER_LEN as UDP_HEADER};
+        let (src, dst) = (std::net::Ipv4Addr::from(addrs.0), std::net::Ipv4Addr::from(addrs.1));
+        let probe = emit_vec(&repr);
+        let mut dgram = vec![0u8; UDP_HEADER + probe.len()];
+        dgram[UDP_HEADER..].copy_from_slice(&probe);
+        // whatever the padding holds, the record replaces it
+        let end = UDP_HEADER + min_total_len(repr.hops().len());
+        dgram[end..].fill(padding);
+        let len = dgram.len() as u16;
+        let mut udp = UdpPacket::new_unchecked(&mut dgram[..]);
+        udp.set_len(len);
+        udp.fill_checksum(src, dst);
+        let pushed = Packet::new_unchecked(udp.payload_mut()).push_hop_tracked(&hop);
+        match pushed {
+            Ok(change) => {
+                udp.adjust_checksum(change);
+                let tracked = udp.checksum();
+                udp.fill_checksum(src, dst);
+                prop_assert_eq!(tracked, udp.checksum());
+                prop_assert!(udp.verify_checksum(src, dst));
+            }
+            Err(e) => prop_assert!(matches!(e, WireError::NoRoom { .. }), "{:?}", e),
+        }
+    }
+
+    #[test]
     fn emit_then_parse_round_trips(repr in arb_repr()) {
         let buf = emit_vec(&repr);
         prop_assert_eq!(buf.len(), repr.buffer_len());

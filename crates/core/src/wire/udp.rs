@@ -21,7 +21,7 @@ use std::net::Ipv4Addr;
 
 use thiserror::Error;
 
-use super::checksum::{fold, ones_complement_sum, pseudo_header_sum, update_bytes};
+use super::checksum::{fold, ones_complement_sum, pseudo_header_sum, update_bytes, SumChange};
 use super::ipv4::PROTO_UDP;
 
 /// Length of the UDP header.
@@ -204,6 +204,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
         let datagram = &self.buffer.as_ref()[..usize::from(len)];
         let sum = ones_complement_sum(datagram, pseudo_header_sum(src, dst, PROTO_UDP, len));
         self.set_checksum(on_wire(!fold(sum)));
+    }
+
+    /// Adjusts the checksum for a change of the covered bytes (no checksum, 0,
+    /// stays none). Equals [`UdpPacket::fill_checksum`] when the checksum was right.
+    pub fn adjust_checksum(&mut self, change: SumChange) {
+        let old = self.checksum();
+        if old != 0 {
+            self.set_checksum(on_wire(change.apply(old)));
+        }
     }
 
     /// Complete a checksum left partial by a sender's offload
