@@ -345,7 +345,7 @@ fn open_mode(
             let (port, how) = XdpPort::open(ifname, ifindex, setup.tx_timestamps)
                 .map_err(PortError::XdpUnavailable)?;
             notes.push(format!(
-                "{ifname}: AF_XDP in {} mode, XDP program {}; frames carry no kernel RX time",
+                "{ifname}: AF_XDP in {} mode, XDP program {}",
                 if how.zerocopy { "zero-copy" } else { "copy" },
                 if how.native {
                     "in the driver"

@@ -17,10 +17,13 @@
 //! The port reads receive queue 0; an interface using more receive queues is refused
 //! (its other queues' frames would pass to the stack, unseen by the router).
 //!
-//! What the kernel does not give an `AF_XDP` socket: receive times
-//! ([`FrameMeta::kernel_rx`] is `None`, so hop records carry no kernel RX time),
-//! checksum state ([`FrameMeta::csum_not_ready`] is always false: the lab turns
-//! checksum offloads off on its links) and TX timestamps. A frame that asks for a TX
+//! Receive times: the XDP program writes the kernel's `CLOCK_MONOTONIC` time into
+//! metadata in front of each frame, which the port turns into `CLOCK_REALTIME` (the
+//! clock of a packet socket's timestamps) with the offset between the two clocks
+//! read at each batch; [`FrameMeta::kernel_rx`] is `None` for a frame without it.
+//! What the kernel does not give an `AF_XDP` socket: checksum state
+//! ([`FrameMeta::csum_not_ready`] is always false: the lab turns checksum offloads
+//! off on its links) and TX timestamps. A frame that asks for a TX
 //! timestamp goes out through a send-only packet socket on the same interface, after
 //! every frame queued before it has left, so the order holds and the stamp is the
 //! packet socket's.
@@ -33,6 +36,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use lockstep_core::{ClockId, Instant};
+
 use crate::iface::Mac;
 use crate::packet::{FrameKind, FrameMeta, PacketSocket, PacketStats};
 use crate::port::{FramePort, IoMode};
@@ -40,7 +45,7 @@ use crate::sockopt::{getsockopt, setsockopt};
 use crate::sys::last_error;
 use crate::udp::{NetError, TxTimestamp};
 pub use crate::xdp_prog::XdpError;
-use crate::xdp_prog::{XdpLink, XdpProgram, XskMap};
+use crate::xdp_prog::{XdpLink, XdpProgram, XskMap, META_LEN, META_MAGIC};
 
 // From <linux/if_xdp.h> and <linux/socket.h>.
 const AF_XDP: libc::c_int = 44;
@@ -121,6 +126,29 @@ impl Region {
             ptr: ptr.cast(),
             len,
         })
+    }
+
+    /// The receive time the XDP program put in front of the frame at `addr`
+    /// (`CLOCK_MONOTONIC` ns), if it did; the mark is cleared, so a chunk lent again
+    /// never shows an old frame's time.
+    fn take_stamp(&mut self, addr: u64) -> Option<i64> {
+        let a = usize::try_from(addr).ok()?;
+        if a % CHUNK < META_LEN || a > self.len {
+            return None;
+        }
+        let m = a - META_LEN;
+        // SAFETY: the 16 bytes before the frame lie inside its chunk (checked: the
+        // frame starts at least 16 bytes into it) and so inside the region; the
+        // chunk is the process's until it goes back to the fill ring. Unaligned
+        // accesses: the kernel places the frame, not us.
+        unsafe {
+            let p = self.ptr.add(m);
+            if p.cast::<u32>().read_unaligned() != META_MAGIC {
+                return None;
+            }
+            p.cast::<u32>().write_unaligned(0);
+            i64::try_from(p.add(8).cast::<u64>().read_unaligned()).ok()
+        }
     }
 
     /// `len` bytes at `addr`, when inside the region.
@@ -565,11 +593,18 @@ impl XdpPort {
         }
         let want = u32::try_from(max).unwrap_or(u32::MAX);
         let n = self.rx.ready().min(want).min(self.fill.room());
+        if n == 0 {
+            return 0;
+        }
+        let to_realtime = realtime_offset();
         let mut handed = 0;
         for i in 0..n {
             let (addr, len) = self.rx.read(i);
+            let stamp = self.umem.take_stamp(addr);
             if let Some(data) = self.umem.bytes(addr, len) {
-                each(data, meta(data, &self.mac));
+                let mut m = meta(data, &self.mac);
+                m.kernel_rx = stamp.map(|t| Instant::new(ClockId::Realtime, t + to_realtime));
+                each(data, m);
                 handed += 1;
             }
             self.fill.write(i, addr & !(CHUNK as u64 - 1), 0);
@@ -712,6 +747,14 @@ fn stamping_socket(ifindex: u32) -> Result<PacketSocket, XdpError> {
             detail: e.to_string(),
         })?;
     Ok(sock)
+}
+
+/// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC` now: what turns the program's receive
+/// times into the clock of the kernel's socket timestamps.
+fn realtime_offset() -> i64 {
+    let mono = crate::clock::now(ClockId::Monotonic).ns;
+    let real = crate::clock::now(ClockId::Realtime).ns;
+    real - mono
 }
 
 /// What can be said of a frame from an `AF_XDP` socket: its length and, from its

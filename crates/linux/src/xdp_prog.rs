@@ -1,17 +1,32 @@
 //! The kernel side of an `AF_XDP` port ([`crate::xdp`]): an `XSKMAP` that holds the
-//! port's socket, a six-instruction XDP program that redirects every frame of an
-//! interface's receive queue to the socket of that queue, and the link that attaches
-//! the program to the interface — all made with the `bpf(2)` system call, no compiler
-//! or library needed.
+//! port's socket, an 18-instruction XDP program that stamps every frame of an
+//! interface's receive queue with its receive time and redirects it to the socket of
+//! that queue, and the link that attaches the program to the interface — all made
+//! with the `bpf(2)` system call, no compiler or library needed.
 //!
-//! The program, in eBPF assembly:
+//! The program, in eBPF assembly: it stamps the frame with the kernel's monotonic
+//! time in 16 bytes of XDP metadata in front of it (a magic word, then the time),
+//! which the copy into the socket keeps, and redirects it to the socket of its
+//! receive queue:
 //!
 //! ```text
-//! r2 = *(u32 *)(r1 + 16)      ; ctx->rx_queue_index: the map key
-//! r1 = map[XSKMAP]            ; ld_imm64 with a map file descriptor
-//! r3 = 2                      ; XDP_PASS: what happens when the queue has no socket
-//! call bpf_redirect_map       ; helper 51
-//! exit                        ; r0: XDP_REDIRECT, or XDP_PASS
+//!  0  r6 = r1                      ; ctx, kept across the calls
+//!  1  r2 = -16
+//!  2  call bpf_xdp_adjust_meta     ; 16 bytes of metadata (helper 54)
+//!  3  if r0 != 0 goto 12           ; no room: redirect unstamped
+//!  4  call bpf_ktime_get_ns        ; CLOCK_MONOTONIC (helper 5)
+//!  5  r2 = *(u32 *)(r6 + 8)        ; ctx->data_meta
+//!  6  r3 = *(u32 *)(r6 + 0)        ; ctx->data
+//!  7  r4 = r2
+//!  8  r4 += 16
+//!  9  if r4 > r3 goto 12           ; the bounds check the verifier wants
+//! 10  *(u32 *)(r2 + 0) = MAGIC
+//! 11  *(u64 *)(r2 + 8) = r0
+//! 12  r2 = *(u32 *)(r6 + 16)       ; ctx->rx_queue_index: the map key
+//! 13  r1 = map[XSKMAP]             ; ld_imm64 with a map file descriptor (2 slots)
+//! 15  r3 = 2                       ; XDP_PASS: what happens when the queue has no socket
+//! 16  call bpf_redirect_map        ; helper 51
+//! 17  exit                         ; r0: XDP_REDIRECT, or XDP_PASS
 //! ```
 //!
 //! The link (`BPF_LINK_CREATE`, Linux 5.9) detaches the program when its descriptor
@@ -36,7 +51,14 @@ const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_XDP: u32 = 37;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
+const BPF_FUNC_KTIME_GET_NS: i32 = 5;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
+/// The first word of the metadata the program writes (`RXTS`), then 4 bytes of
+/// padding, then the receive time (`CLOCK_MONOTONIC`, ns).
+pub const META_MAGIC: u32 = 0x5354_5852;
+/// Bytes of metadata in front of a stamped frame.
+pub const META_LEN: usize = 16;
 const XDP_PASS: i32 = 2;
 // From <linux/if_link.h>.
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
@@ -187,13 +209,26 @@ fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
 
 /// The program's instructions, with the map descriptor `map_fd` in its `ld_imm64`.
 pub(crate) fn program(map_fd: i32) -> Vec<u8> {
+    let meta = -(META_LEN as i32);
     [
-        insn(0x61, 2, 1, 16, 0),                     // ldxw r2, [r1 + 16]
-        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // ld_imm64 r1, map
-        insn(0x00, 0, 0, 0, 0),                      // (its upper half)
-        insn(0xb7, 3, 0, 0, XDP_PASS),               // mov64 r3, XDP_PASS
-        insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),  // call bpf_redirect_map
-        insn(0x95, 0, 0, 0, 0),                      // exit
+        insn(0xbf, 6, 1, 0, 0),                        // mov64 r6, r1
+        insn(0xb7, 2, 0, 0, meta),                     // mov64 r2, -16
+        insn(0x85, 0, 0, 0, BPF_FUNC_XDP_ADJUST_META), // call
+        insn(0x55, 0, 0, 8, 0),                        // jne r0, 0, +8
+        insn(0x85, 0, 0, 0, BPF_FUNC_KTIME_GET_NS),    // call
+        insn(0x61, 2, 6, 8, 0),                        // ldxw r2, [r6 + 8]
+        insn(0x61, 3, 6, 0, 0),                        // ldxw r3, [r6 + 0]
+        insn(0xbf, 4, 2, 0, 0),                        // mov64 r4, r2
+        insn(0x07, 4, 0, 0, META_LEN as i32),          // add64 r4, 16
+        insn(0x2d, 4, 3, 2, 0),                        // jgt r4, r3, +2
+        insn(0x62, 2, 0, 0, META_MAGIC as i32),        // stw [r2 + 0], MAGIC
+        insn(0x7b, 2, 0, 8, 0),                        // stxdw [r2 + 8], r0
+        insn(0x61, 2, 6, 16, 0),                       // ldxw r2, [r6 + 16]
+        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),   // ld_imm64 r1, map
+        insn(0x00, 0, 0, 0, 0),                        // (its upper half)
+        insn(0xb7, 3, 0, 0, XDP_PASS),                 // mov64 r3, XDP_PASS
+        insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),    // call
+        insn(0x95, 0, 0, 0, 0),                        // exit
     ]
     .concat()
 }
@@ -296,16 +331,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_program_is_six_instructions_with_the_map_in_its_wide_load() {
+    fn the_program_stamps_then_redirects_with_the_map_in_its_wide_load() {
         let p = program(7);
-        assert_eq!(p.len(), 48);
-        // ldxw r2, [r1 + 16]
-        assert_eq!(&p[0..8], &[0x61, 0x12, 16, 0, 0, 0, 0, 0]);
+        assert_eq!(p.len(), 18 * 8);
+        let at = |i: usize| &p[i * 8..i * 8 + 8];
+        assert_eq!(at(0), &[0xbf, 0x16, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(at(1), &[0xb7, 0x02, 0, 0, 0xf0, 0xff, 0xff, 0xff]);
+        assert_eq!(at(2), &[0x85, 0, 0, 0, 54, 0, 0, 0]);
+        // both jumps land on instruction 12
+        assert_eq!(at(3), &[0x55, 0x00, 8, 0, 0, 0, 0, 0]);
+        assert_eq!(at(9), &[0x2d, 0x34, 2, 0, 0, 0, 0, 0]);
+        assert_eq!(at(12), &[0x61, 0x62, 16, 0, 0, 0, 0, 0]);
         // ld_imm64 r1 with src = BPF_PSEUDO_MAP_FD and the descriptor
-        assert_eq!(&p[8..16], &[0x18, 0x11, 0, 0, 7, 0, 0, 0]);
-        assert_eq!(&p[16..24], &[0; 8]);
-        assert_eq!(&p[24..32], &[0xb7, 0x03, 0, 0, 2, 0, 0, 0]);
-        assert_eq!(&p[32..40], &[0x85, 0, 0, 0, 51, 0, 0, 0]);
-        assert_eq!(&p[40..48], &[0x95, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(at(13), &[0x18, 0x11, 0, 0, 7, 0, 0, 0]);
+        assert_eq!(at(14), &[0; 8]);
+        assert_eq!(at(15), &[0xb7, 0x03, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(at(16), &[0x85, 0, 0, 0, 51, 0, 0, 0]);
+        assert_eq!(at(17), &[0x95, 0, 0, 0, 0, 0, 0, 0]);
     }
 }

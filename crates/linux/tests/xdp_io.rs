@@ -20,7 +20,7 @@ mod common;
 use common::{
     recv_n, recv_n_for, send_all, udp_frame, udp_frame_between, unique, Pair, CAP, IP_A, IP_B,
 };
-use lockstep_core::Duration;
+use lockstep_core::{ClockId, Duration};
 use lockstep_linux::iface;
 use lockstep_linux::netns::{self, NetnsGuard};
 use lockstep_linux::packet::FrameKind;
@@ -101,7 +101,11 @@ fn xdp_port_moves_exact_frames_in_order() {
             "exact frames, in order"
         );
         for (d, m) in &got {
-            assert_eq!((m.len, m.kernel_rx, m.truncated), (d.len(), None, false));
+            assert_eq!((m.len, m.truncated), (d.len(), false));
+            let k = m.kernel_rx.expect("a receive time from the XDP program");
+            assert_eq!(k.clock, ClockId::Realtime);
+            let now = lockstep_linux::now(ClockId::Realtime).ns;
+            assert!(k.ns > 1_000_000_000_000_000_000 && k.ns <= now, "{k:?}");
             assert_eq!((m.kind, m.vlan), (FrameKind::Host, None));
         }
         // Exactly the two stamped frames got TX timestamps, ids 0 and 1.
