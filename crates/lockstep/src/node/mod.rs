@@ -121,7 +121,7 @@ pub struct NodeArgs {
     /// `packet` (recvmmsg/sendmmsg on a raw socket), `ring` (a receive ring of blocks
     /// shared with the kernel, TPACKET_V3), `ring-v2` (a receive ring of frame slots,
     /// TPACKET_V2), `xdp` (an AF_XDP socket fed by an XDP program on the interface,
-    /// before the kernel's stack; copy mode on veth; no kernel RX times). Default:
+    /// before the kernel's stack; copy mode on veth). Default:
     /// `packet`; the mode used is in the result (`io`). A mode the kernel lacks is an
     /// error (exit 3), except `xdp`, which falls back to `packet` with a note.
     #[arg(long, value_name = "MODE", value_parser = parse_io)]
