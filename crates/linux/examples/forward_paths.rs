@@ -51,7 +51,8 @@ fn main() {
     iface::create_veth_between(&names[2], Some(ns[1].name()), &names[3], Some(ns[2].name()))
         .expect("veth");
     for (i, name) in names.iter().enumerate() {
-        ns[(i + 1) / 2]
+        // s in S, r1 and r2 in R, d in D
+        ns[i.div_ceil(2)]
             .run(|| {
                 iface::set_up(name).expect("up");
                 ethtool::set_offloads(name, Offloads::ALL_OFF).expect("offloads");
