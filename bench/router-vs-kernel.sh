@@ -4,8 +4,9 @@
 # veths), loaded by iperf3 with UDP datagrams as fast as it can send (-u -b 0), at
 # two sizes: 64-byte datagrams and 1472-byte ones (1500-byte IP packets, full
 # frames). The router runs once per I/O mode of its ports (--io: packet = recvmmsg/
-# sendmmsg, ring = TPACKET_V3 receive ring, ring-v2 = TPACKET_V2 receive ring), all
-# against the kernel of the same round: per round and size one `lockstep lab run` of
+# sendmmsg, ring = TPACKET_V3 receive ring, ring-v2 = TPACKET_V2 receive ring, xdp =
+# AF_XDP socket fed by an XDP program; a row whose router fell back from xdp to packet
+# is marked "(fell back)"), all against the kernel of the same round: per round and size one `lockstep lab run` of
 # scenarios/forwarding.toml with kernel, FIFO and TDP (--io packet), then FIFO and
 # TDP again for every other mode.
 #
@@ -18,7 +19,7 @@
 #   sudo bench/router-vs-kernel.sh [SECONDS]     (default 5 s per mode)
 #
 # Environment: LOCKSTEP (binary, default target/release/lockstep), ROUNDS (3),
-# IO_MODES ("packet ring ring-v2"), SIZES ("64 1472"), STRATEGY (the router's wait
+# IO_MODES ("packet ring ring-v2 xdp"), SIZES ("64 1472"), STRATEGY (the router's wait
 # strategy instead of the scenario's sleep: spin, hybrid), ROUTER_CPU (pin the
 # router's thread to this CPU), KEEP=1 keeps the results.
 set -euo pipefail
@@ -27,7 +28,7 @@ SECONDS_PER_RUN=${1:-5}
 cd "$(dirname "$0")/.."
 LOCKSTEP=${LOCKSTEP:-target/release/lockstep}
 ROUNDS=${ROUNDS:-3}
-IO_MODES=${IO_MODES:-packet ring ring-v2}
+IO_MODES=${IO_MODES:-packet ring ring-v2 xdp}
 SIZES=${SIZES:-64 1472}
 
 case "$SECONDS_PER_RUN" in
@@ -77,6 +78,7 @@ python3 - "$OUT" "$ROUNDS" "$IO_MODES" "$SIZES" <<'PY'
 import json, os, statistics, sys
 out, rounds, ios, sizes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 rows = {}   # (size, label) -> [(round, pps, ratio, cpu_ns)]
+fell_back = set()   # (run name, mode) whose router used packet instead of xdp
 def load(name):
     doc = json.load(open(os.path.join(out, name + ".json")))
     res = {}
@@ -86,6 +88,8 @@ def load(name):
         busy = l.get("machine_busy_ns")
         res[run["mode"]] = (l.get("received_pps"), l.get("sent_packets"), got,
                             busy / got if busy and got else None)
+        if "the xdp mode is not available here" in json.dumps(run):
+            fell_back.add((name, run["mode"]))
     return res
 targets = {("64", "fifo"): 1.0, ("64", "tdp"): 0.9, ("1472", "fifo"): 1.0, ("1472", "tdp"): 1.0}
 for r in range(1, rounds + 1):
@@ -105,8 +109,9 @@ for r in range(1, rounds + 1):
                 pps, sent, got, cpu = res.get(mode, (None, None, None, None))
                 ratio = pps / kernel if pps and kernel else None
                 rows.setdefault((size, label), []).append((r, pps, ratio, cpu))
+                note = " (fell back)" if (f"r{r}-{size}-{io}", mode) in fell_back else ""
                 print(f"  {label:<14} {pps and f'{pps:,.0f}' or '-':>14} {sent or '-':>10} {got or '-':>10} "
-                      f"{ratio and f'{ratio:.2f}x' or '-':>10} {cpu and f'{cpu:,.0f}' or '-':>11}")
+                      f"{ratio and f'{ratio:.2f}x' or '-':>10} {cpu and f'{cpu:,.0f}' or '-':>11}{note}")
 print()
 print(f"median round of {rounds} (by ratio to the same round's kernel):")
 for size in sizes:

@@ -36,6 +36,7 @@ const ETHTOOL_GGSO: u32 = 0x23;
 const ETHTOOL_SGSO: u32 = 0x24;
 const ETHTOOL_GGRO: u32 = 0x2b;
 const ETHTOOL_SGRO: u32 = 0x2c;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
 
 /// Why an ethtool operation failed.
 #[derive(Debug, Error)]
@@ -157,6 +158,33 @@ impl Offloads {
         gro: false,
         tso: false,
     };
+}
+
+/// `struct ethtool_channels`.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// How many receive queues the interface uses (`ETHTOOL_GCHANNELS`: receive-only plus
+/// combined channels; at least 1). A driver without channels reports
+/// [`EthtoolError::Unsupported`].
+pub fn rx_queues(ifname: &str) -> Result<u32, EthtoolError> {
+    let mut c = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    ethtool_ioctl(ifname, "ETHTOOL_GCHANNELS", &mut c)?;
+    Ok(c.rx_count.saturating_add(c.combined_count).max(1))
 }
 
 /// The interface's current offload settings.

@@ -37,6 +37,9 @@
 //!   plain packet socket or a receive ring (`--io`), TX timestamps on request only.
 //! - [`ring`]: a packet socket with a receive ring mapped into the process
 //!   (`TPACKET_V3` blocks or `TPACKET_V2` frame slots), frames read where they lie.
+//! - [`xdp`]: an `AF_XDP` socket as a router port (`--io xdp`): UMEM, the four rings,
+//!   copy or zero-copy, falling back to the packet socket where it is missing;
+//!   [`xdp_prog`]: the `XSKMAP`, the redirect program as raw eBPF, its link.
 //! - [`poll`]: waiting on several sockets at once (`ppoll`, nanosecond timeout).
 //! - [`ethtool`]: offloads and interrupt coalescing through the SIOCETHTOOL ioctl (no
 //!   `ethtool` binary needed).
@@ -83,6 +86,8 @@ pub mod tracefs;
 pub mod tune;
 pub mod udp;
 pub mod wait;
+pub mod xdp;
+pub mod xdp_prog;
 
 mod sockopt;
 mod sys;

@@ -364,6 +364,21 @@ impl PacketSocket {
         ifindex: u32,
         setup: impl FnOnce(RawFd) -> Result<(), NetError>,
     ) -> Result<PacketSocket, PacketError> {
+        PacketSocket::bind_proto(ifindex, ETH_P_ALL, setup)
+    }
+
+    /// A socket on the interface with index `ifindex` that only sends: bound with
+    /// protocol 0, it receives nothing (what an `AF_XDP` port sends its timestamped
+    /// frames through).
+    pub(crate) fn bind_send_only(ifindex: u32) -> Result<PacketSocket, PacketError> {
+        PacketSocket::bind_proto(ifindex, 0, |_| Ok(()))
+    }
+
+    fn bind_proto(
+        ifindex: u32,
+        protocol: u16,
+        setup: impl FnOnce(RawFd) -> Result<(), NetError>,
+    ) -> Result<PacketSocket, PacketError> {
         let index = libc::c_int::try_from(ifindex)
             .ok()
             .filter(|&i| i > 0)
@@ -403,7 +418,7 @@ impl PacketSocket {
         setup(raw)?;
         let mut sll = zeroed_sockaddr_ll();
         sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_protocol = protocol.to_be();
         sll.sll_ifindex = index;
         // SAFETY: `sll` is a valid sockaddr_ll and its size is passed.
         let rc = unsafe {

@@ -16,6 +16,11 @@
 //! - `ring-v2`: a receive ring of fixed frame slots (`TPACKET_V2`), each handed over
 //!   the moment it is written: no system call per batch, and no wait for a block to
 //!   fill.
+//! - `xdp`: an `AF_XDP` socket ([`crate::xdp`]): an XDP program redirects every frame
+//!   to it before the network stack sees it; frames are read and written in memory
+//!   shared with the kernel, one `sendto` per batch sent. Where the kernel, the
+//!   interface or the privileges do not allow it, the port falls back to `packet`
+//!   with a note.
 //!
 //! [`IoChoice::Auto`] takes the frame ring where the kernel has one and a plain socket
 //! otherwise, and says why in a note; a forced mode the kernel lacks is an error.
@@ -32,6 +37,7 @@ use thiserror::Error;
 use crate::packet::{FrameMeta, PacketError, PacketSocket, PacketStats, BATCH_MAX};
 use crate::ring::{RingSocket, RingVersion};
 use crate::udp::{NetError, RecvMode, TxTimestamp};
+use crate::xdp::{XdpError, XdpPort};
 
 /// How a port moves frames between the kernel and the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,16 +48,19 @@ pub enum IoMode {
     Ring,
     /// A `TPACKET_V2` receive ring of frame slots; `sendmmsg` to send.
     RingV2,
+    /// An `AF_XDP` socket fed by an XDP program; falls back to `Packet`.
+    Xdp,
 }
 
 impl IoMode {
-    pub const NAMES: &'static [&'static str] = &["packet", "ring", "ring-v2"];
+    pub const NAMES: &'static [&'static str] = &["packet", "ring", "ring-v2", "xdp"];
 
     pub fn name(self) -> &'static str {
         match self {
             IoMode::Packet => "packet",
             IoMode::Ring => "ring",
             IoMode::RingV2 => "ring-v2",
+            IoMode::Xdp => "xdp",
         }
     }
 
@@ -60,6 +69,7 @@ impl IoMode {
             "packet" => Some(IoMode::Packet),
             "ring" => Some(IoMode::Ring),
             "ring-v2" => Some(IoMode::RingV2),
+            "xdp" => Some(IoMode::Xdp),
             _ => None,
         }
     }
@@ -77,7 +87,8 @@ pub enum IoChoice {
     /// The best the kernel offers ([`AUTO_ORDER`]), falling back with a note.
     #[default]
     Auto,
-    /// Exactly this one: an error when the kernel lacks it.
+    /// Exactly this one: an error when the kernel lacks it (`xdp`: the packet socket
+    /// then, with a note).
     Force(IoMode),
 }
 
@@ -96,6 +107,9 @@ pub enum PortError {
         #[source]
         source: NetError,
     },
+    /// No `AF_XDP` port here (the kernel, the interface or the privileges).
+    #[error("--io xdp: {0}")]
+    XdpUnavailable(#[source] XdpError),
 }
 
 impl PortError {
@@ -103,6 +117,7 @@ impl PortError {
         match self {
             PortError::Packet(e) => e.is_permission(),
             PortError::ModeUnavailable { source, .. } => source.is_permission(),
+            PortError::XdpUnavailable(_) => false,
         }
     }
 }
@@ -248,6 +263,9 @@ impl fmt::Debug for OpenedPort {
     }
 }
 
+/// What `--io xdp` tries, best first.
+const XDP_ORDER: [IoMode; 2] = [IoMode::Xdp, IoMode::Packet];
+
 /// Opens a port on `ifname` of the calling thread's namespace in the mode `choice`
 /// says, set up as `setup` says.
 pub fn open(ifname: &str, choice: IoChoice, setup: &PortSetup) -> Result<OpenedPort, PortError> {
@@ -255,32 +273,44 @@ pub fn open(ifname: &str, choice: IoChoice, setup: &PortSetup) -> Result<OpenedP
     let mut notes = Vec::new();
     let order: &[IoMode] = match &choice {
         IoChoice::Auto => &AUTO_ORDER,
+        IoChoice::Force(IoMode::Xdp) => &XDP_ORDER,
         IoChoice::Force(m) => std::slice::from_ref(m),
     };
     let mut last = None;
     for &mode in order {
         match open_mode(ifname, ifindex, mode, setup, &mut notes) {
             Ok(port) => {
-                if let Some((m, e)) = last.take() {
-                    notes.insert(
-                        0,
-                        format!("{ifname}: the {m} mode is not available here ({e}): using {mode}"),
-                    );
+                if let Some(e) = last.take() {
+                    notes.insert(0, fallback_note(ifname, &e, mode));
                 }
                 return Ok(OpenedPort { port, notes });
             }
-            Err(PortError::ModeUnavailable { mode: m, source })
-                if choice == IoChoice::Auto && !source.is_permission() =>
-            {
-                last = Some((m, source));
-            }
+            Err(e) if order.len() > 1 && e.is_unavailable() => last = Some(e),
             Err(e) => return Err(e),
         }
     }
-    match last {
-        Some((mode, source)) => Err(PortError::ModeUnavailable { mode, source }),
-        None => Err(PortError::Packet(PacketError::NoInterface(ifname.into()))),
+    Err(last.unwrap_or_else(|| PortError::Packet(PacketError::NoInterface(ifname.into()))))
+}
+
+impl PortError {
+    /// The mode is missing here (not for want of privileges, except AF_XDP's, which
+    /// the packet socket may still have).
+    fn is_unavailable(&self) -> bool {
+        match self {
+            PortError::ModeUnavailable { source, .. } => !source.is_permission(),
+            PortError::XdpUnavailable(_) => true,
+            PortError::Packet(_) => false,
+        }
     }
+}
+
+fn fallback_note(ifname: &str, e: &PortError, used: IoMode) -> String {
+    let (mode, why) = match e {
+        PortError::ModeUnavailable { mode, source } => (*mode, source.to_string()),
+        PortError::XdpUnavailable(x) => (IoMode::Xdp, x.to_string()),
+        PortError::Packet(p) => (used, p.to_string()),
+    };
+    format!("{ifname}: the {mode} mode is not available here ({why}): using {used}")
 }
 
 fn open_mode(
@@ -310,6 +340,20 @@ fn open_mode(
             })?;
             set_up(ifname, ring.socket(), setup, notes);
             Box::new(ring)
+        }
+        IoMode::Xdp => {
+            let (port, how) = XdpPort::open(ifname, ifindex, setup.tx_timestamps)
+                .map_err(PortError::XdpUnavailable)?;
+            notes.push(format!(
+                "{ifname}: AF_XDP in {} mode, XDP program {}",
+                if how.zerocopy { "zero-copy" } else { "copy" },
+                if how.native {
+                    "in the driver"
+                } else {
+                    "generic (no driver support)"
+                },
+            ));
+            Box::new(port)
         }
     })
 }

@@ -15,12 +15,12 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 mod common;
 
-use common::{unique, Pair, CAP, IP_A, IP_B};
+use common::{recv_n, recv_n_for, send_all, udp_frame, unique, Pair, CAP, IP_A, IP_B};
 use lockstep_core::{ClockId, Duration};
 use lockstep_linux::ethtool::{self, Offloads};
 use lockstep_linux::iface;
 use lockstep_linux::netns::{self, NetnsGuard};
-use lockstep_linux::packet::{FrameKind, FrameMeta};
+use lockstep_linux::packet::FrameKind;
 use lockstep_linux::poll::Poller;
 use lockstep_linux::port::{self, FramePort, IoChoice, IoMode, PortError, PortSetup};
 use lockstep_linux::udp::UdpSocket;
@@ -58,100 +58,6 @@ fn open(ns: &NetnsGuard, ifname: &str, mode: IoMode, test: &str) -> Option<Box<d
         }
         Err(e) => panic!("opening a {mode} port: {e}"),
     }
-}
-
-fn sum16(mut sum: u32, data: &[u8]) -> u32 {
-    for c in data.chunks(2) {
-        let w = if c.len() == 2 {
-            u16::from_be_bytes([c[0], c[1]])
-        } else {
-            u16::from_be_bytes([c[0], 0])
-        };
-        sum += u32::from(w);
-    }
-    sum
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
-/// An Ethernet/IPv4/UDP frame from A to B with every checksum filled in.
-fn udp_frame(p: &Pair, id: u16, payload: &[u8]) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend(p.mac_b);
-    f.extend(p.mac_a);
-    f.extend([0x08, 0x00]);
-    let total = (20 + 8 + payload.len()) as u16;
-    let mut ip = vec![0x45, 0];
-    ip.extend(total.to_be_bytes());
-    ip.extend(id.to_be_bytes());
-    ip.extend([0x40, 0, 64, 17, 0, 0]);
-    ip.extend(IP_A.octets());
-    ip.extend(IP_B.octets());
-    let c = !fold(sum16(0, &ip));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let ulen = (8 + payload.len()) as u16;
-    let mut udp = Vec::new();
-    udp.extend(4000u16.to_be_bytes());
-    udp.extend(7000u16.to_be_bytes());
-    udp.extend(ulen.to_be_bytes());
-    udp.extend([0, 0]);
-    udp.extend(payload);
-    let mut pseudo = Vec::new();
-    pseudo.extend(IP_A.octets());
-    pseudo.extend(IP_B.octets());
-    pseudo.extend([0, 17]);
-    pseudo.extend(ulen.to_be_bytes());
-    let c = !fold(sum16(sum16(0, &pseudo), &udp));
-    udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
-    f.extend(ip);
-    f.extend(udp);
-    f
-}
-
-/// Receives on `port` until `want` frames came (or [`CAP`] passed), waiting in `ppoll`.
-fn recv_n(port: &mut dyn FramePort, want: usize) -> Vec<(Vec<u8>, FrameMeta)> {
-    recv_n_for(port, want, CAP)
-}
-
-/// [`recv_n`] for at most `cap`.
-fn recv_n_for(
-    port: &mut dyn FramePort,
-    want: usize,
-    cap: StdDuration,
-) -> Vec<(Vec<u8>, FrameMeta)> {
-    let mut got = Vec::new();
-    let mut poller = Poller::new();
-    let start = StdInstant::now();
-    while got.len() < want && start.elapsed() < cap {
-        poller
-            .wait([port.as_fd()], Some(Duration::from_millis(50)))
-            .unwrap();
-        port.recv(64, &mut |d, m| got.push((d.to_vec(), m)))
-            .unwrap();
-    }
-    got
-}
-
-/// Sends `frames` through `port` (stamping where `stamp` says), retrying a full queue.
-fn send_all(port: &mut dyn FramePort, frames: &[Vec<u8>], stamp: &[bool]) {
-    let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
-    let mut sent = 0;
-    let start = StdInstant::now();
-    while sent < refs.len() && start.elapsed() < CAP {
-        let n = port
-            .send(&refs[sent..], stamp.get(sent..).unwrap_or_default())
-            .unwrap();
-        sent += n;
-        if n == 0 {
-            std::thread::sleep(StdDuration::from_millis(1));
-        }
-    }
-    assert_eq!(sent, refs.len());
 }
 
 /// The whole check for one mode.

@@ -210,3 +210,31 @@ fn sim_a_clock_behind_by_the_guard_keeps_its_frames_over_a_fast_link() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A router restarted by a fault gets the run's `--io` like the first process: the
+/// document R2's second process wrote names the mode asked for.
+#[test]
+fn lab_restarts_a_router_with_the_runs_io_mode() {
+    let test = "lab_restarts_a_router_with_the_runs_io_mode";
+    if !common::lab::can_run(test) {
+        return;
+    }
+    let out = out_dir("restart-io");
+    let (o, _) = run("lab", "router-restart.toml", &["--io", "ring-v2"], &out);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let text = std::fs::read_to_string(out.join("tdp").join("r2.json"))
+        .unwrap_or_else(|e| panic!("r2.json: {e}; stderr:\n{stderr}"));
+    let r2: Value = serde_json::from_str(&text).expect("r2.json is JSON");
+    let args: Vec<&str> = r2["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        args.windows(2).any(|w| w == ["--io", "ring-v2"]),
+        "{args:?}"
+    );
+    assert_eq!(r2["io"], "ring-v2", "{stderr}");
+    let _ = std::fs::remove_dir_all(&out);
+}

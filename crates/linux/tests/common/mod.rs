@@ -4,13 +4,18 @@
 #![allow(dead_code)] // each test crate uses its own part
 
 use std::net::Ipv4Addr;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration as StdDuration;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+use lockstep_core::Duration;
 use lockstep_linux::cmd;
 use lockstep_linux::ethtool::{self, Offloads};
 use lockstep_linux::iface::{self, IfaceError, Mac};
 use lockstep_linux::netns::NetnsGuard;
+use lockstep_linux::packet::FrameMeta;
+use lockstep_linux::poll::Poller;
+use lockstep_linux::port::FramePort;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -108,4 +113,108 @@ impl Pair {
                 .unwrap();
         }
     }
+}
+
+pub fn sum16(mut sum: u32, data: &[u8]) -> u32 {
+    for c in data.chunks(2) {
+        let w = if c.len() == 2 {
+            u16::from_be_bytes([c[0], c[1]])
+        } else {
+            u16::from_be_bytes([c[0], 0])
+        };
+        sum += u32::from(w);
+    }
+    sum
+}
+
+pub fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// An Ethernet/IPv4/UDP frame from A to B with every checksum filled in.
+pub fn udp_frame(p: &Pair, id: u16, payload: &[u8]) -> Vec<u8> {
+    udp_frame_between((p.mac_a, IP_A), (p.mac_b, IP_B), id, payload)
+}
+
+/// An Ethernet/IPv4/UDP frame (port 4000 to 7000) with every checksum filled in.
+pub fn udp_frame_between(
+    (mac_from, ip_from): (Mac, Ipv4Addr),
+    (mac_to, ip_to): (Mac, Ipv4Addr),
+    id: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend(mac_to);
+    f.extend(mac_from);
+    f.extend([0x08, 0x00]);
+    let total = (20 + 8 + payload.len()) as u16;
+    let mut ip = vec![0x45, 0];
+    ip.extend(total.to_be_bytes());
+    ip.extend(id.to_be_bytes());
+    ip.extend([0x40, 0, 64, 17, 0, 0]);
+    ip.extend(ip_from.octets());
+    ip.extend(ip_to.octets());
+    let c = !fold(sum16(0, &ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let ulen = (8 + payload.len()) as u16;
+    let mut udp = Vec::new();
+    udp.extend(4000u16.to_be_bytes());
+    udp.extend(7000u16.to_be_bytes());
+    udp.extend(ulen.to_be_bytes());
+    udp.extend([0, 0]);
+    udp.extend(payload);
+    let mut pseudo = Vec::new();
+    pseudo.extend(ip_from.octets());
+    pseudo.extend(ip_to.octets());
+    pseudo.extend([0, 17]);
+    pseudo.extend(ulen.to_be_bytes());
+    let c = !fold(sum16(sum16(0, &pseudo), &udp));
+    udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+    f.extend(ip);
+    f.extend(udp);
+    f
+}
+
+/// Receives on `port` until `want` frames came (or [`CAP`] passed), waiting in `ppoll`.
+pub fn recv_n(port: &mut dyn FramePort, want: usize) -> Vec<(Vec<u8>, FrameMeta)> {
+    recv_n_for(port, want, CAP)
+}
+
+/// [`recv_n`] for at most `cap`.
+pub fn recv_n_for(
+    port: &mut dyn FramePort,
+    want: usize,
+    cap: StdDuration,
+) -> Vec<(Vec<u8>, FrameMeta)> {
+    let mut got = Vec::new();
+    let mut poller = Poller::new();
+    let start = StdInstant::now();
+    while got.len() < want && start.elapsed() < cap {
+        poller
+            .wait([port.as_fd()], Some(Duration::from_millis(50)))
+            .unwrap();
+        port.recv(64, &mut |d, m| got.push((d.to_vec(), m)))
+            .unwrap();
+    }
+    got
+}
+
+/// Sends `frames` through `port` (stamping where `stamp` says), retrying a full queue.
+pub fn send_all(port: &mut dyn FramePort, frames: &[Vec<u8>], stamp: &[bool]) {
+    let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+    let mut sent = 0;
+    let start = StdInstant::now();
+    while sent < refs.len() && start.elapsed() < CAP {
+        let n = port
+            .send(&refs[sent..], stamp.get(sent..).unwrap_or_default())
+            .unwrap();
+        sent += n;
+        if n == 0 {
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
+    }
+    assert_eq!(sent, refs.len());
 }

@@ -111,7 +111,7 @@ pub struct RunArgs {
     /// CI gates, checked on every flow of every run (each mode or row on its own).
     #[command(flatten)]
     pub gates: crate::gates::GateArgs,
-    /// Routers: how their ports move frames (`packet`, `ring`, `ring-v2`; see
+    /// Routers: how their ports move frames (`packet`, `ring`, `ring-v2`, `xdp`; see
     /// `lockstep node --io`). Default: `packet`.
     #[arg(long, value_name = "MODE", value_parser = crate::node::parse_io)]
     pub io: Option<lockstep_linux::port::IoMode>,

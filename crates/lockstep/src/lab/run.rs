@@ -236,7 +236,9 @@ fn inject_due(
             }
             Action::Restart { node } => {
                 let d = Duration(run.end_ns.saturating_sub(planned).max(0));
-                let args = node_args(run.config_dir, run.dir, None, node, planned, d);
+                let mut args = node_args(run.config_dir, run.dir, None, node, planned, d);
+                // only routers restart: the same ports as the first process
+                args.extend(io_args(run.io));
                 let ns = ns_name(run.run_id, node);
                 spawn(procs, &ns, run.exe, &args, run.logs, node, ProcKind::Node)?;
             }
@@ -258,6 +260,8 @@ struct InjectRun<'a> {
     start_ns: i64,
     /// When the routers' processes end.
     end_ns: i64,
+    /// `--io` of the routers.
+    io: Option<lockstep_linux::port::IoMode>,
 }
 
 fn is_node(k: ProcKind) -> bool {
@@ -721,6 +725,7 @@ fn run_one(
         run_id: &run_id,
         start_ns,
         end_ns: start_ns.saturating_add((duration + drain).as_nanos()),
+        io: opts.io,
     };
     let t_start = StdInstant::now();
     let total = std_dur(duration + drain);

@@ -120,8 +120,10 @@ pub struct NodeArgs {
     /// Routers: how each port moves frames between the kernel and the router —
     /// `packet` (recvmmsg/sendmmsg on a raw socket), `ring` (a receive ring of blocks
     /// shared with the kernel, TPACKET_V3), `ring-v2` (a receive ring of frame slots,
-    /// TPACKET_V2). Default: `packet`; the mode used is in the result (`io`). A mode
-    /// the kernel lacks is an error (exit 3).
+    /// TPACKET_V2), `xdp` (an AF_XDP socket fed by an XDP program on the interface,
+    /// before the kernel's stack; copy mode on veth). Default:
+    /// `packet`; the mode used is in the result (`io`). A mode the kernel lacks is an
+    /// error (exit 3), except `xdp`, which falls back to `packet` with a note.
     #[arg(long, value_name = "MODE", value_parser = parse_io)]
     pub io: Option<lockstep_linux::port::IoMode>,
 }
