@@ -38,7 +38,7 @@ pub const GRID_PS: i64 = 1;
 pub const MARGIN: f64 = 1e-9;
 
 /// Time unit of the program: 1 µs; data unit: 1 bit.
-const TIME_UNIT: f64 = 1e-6;
+pub(super) const TIME_UNIT: f64 = 1e-6;
 
 /// A variable of a [`Program`] (its index).
 pub type Variable = usize;
@@ -64,12 +64,12 @@ pub struct Program {
 }
 
 impl Program {
-    fn add_var(&mut self, obj: f64) -> Variable {
+    pub(super) fn add_var(&mut self, obj: f64) -> Variable {
         self.objective.push(obj);
         self.objective.len() - 1
     }
 
-    fn add_constraint(&mut self, row: Vec<(Variable, f64)>, cmp: Cmp, rhs: f64) {
+    pub(super) fn add_constraint(&mut self, row: Vec<(Variable, f64)>, cmp: Cmp, rhs: f64) {
         self.rows.push((row, cmp, rhs));
     }
 
@@ -138,8 +138,17 @@ struct Level {
     le: Vec<Vec<bool>>,
 }
 
+/// The smaller of this program's bound (paths of up to [`MAX_SERVERS`]) and the
+/// polynomial program's over the path and the servers upstream of it
+/// ([`super::plp`]).
 pub(super) fn flow(arr: &Arrivals, f: usize) -> Bound {
-    bound_of(program(arr, f)?.solve()?)
+    let path = program(arr, f).and_then(|p| bound_of(p.solve()?));
+    let tree = super::plp::flow(arr, f);
+    match (path, tree) {
+        (Ok(a), Ok(b)) => Ok(a.min(b)),
+        (Ok(a), Err(_)) | (Err(_), Ok(a)) => Ok(a),
+        (Err(e), Err(_)) => Err(e),
+    }
 }
 
 /// Why flow `f` gets no program, if it gets none.
@@ -264,7 +273,7 @@ fn shaper_constraints(
 }
 
 /// `x ≤ y`.
-fn le(lp: &mut Program, x: Variable, y: Variable) {
+pub(super) fn le(lp: &mut Program, x: Variable, y: Variable) {
     lp.add_constraint(vec![(y, 1.0), (x, -1.0)], Cmp::Ge, 0.0);
 }
 
@@ -401,7 +410,7 @@ type Bundled = (Vec<usize>, Vec<(f64, f64)>);
 
 /// A concave curve as the affine pieces it is the minimum of, `(b, r)`: `α(t) =
 /// min (b + r t)`, in bits and bits per µs.
-fn pieces(c: &Curve) -> Vec<(f64, f64)> {
+pub(super) fn pieces(c: &Curve) -> Vec<(f64, f64)> {
     c.points()
         .iter()
         .zip(c.slopes())

@@ -17,6 +17,7 @@
 pub mod arrivals;
 mod cyclic;
 pub mod lp;
+pub mod plp;
 pub(crate) mod pmoo;
 mod sfa;
 mod tfa;
