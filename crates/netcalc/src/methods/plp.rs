@@ -32,13 +32,16 @@
 //! The same program with another objective bounds what leaves the flow's last
 //! server ([`output_burst`]), for the fixed point of cyclic networks.
 
-use super::lp::{le, pieces, Cmp, Program, Variable, TIME_UNIT};
+use super::lp::{le, pieces, time_unit, Cmp, Program, Variable};
 use super::{Arrivals, NoBound};
 use crate::model::Multiplexing;
 
 /// Trees of more servers than this are cut there (the servers beyond are not
 /// modelled; what comes from them is bounded by its arrival curve).
 pub const MAX_TREE: usize = 16;
+/// Programs estimated above this many constraints are not built (servers upstream
+/// are left out first; a path alone above it gets no bound from this program).
+pub const MAX_ROWS: usize = 60_000;
 
 /// The modelled servers: root first, every parent before its children.
 struct Tree {
@@ -61,7 +64,8 @@ fn prev(arr: &Arrivals, g: usize, s: usize) -> Option<usize> {
 }
 
 /// The tree of flow `f`: its path, then every FIFO server a flow comes from to a
-/// modelled server, breadth first, up to [`MAX_TREE`] servers.
+/// modelled server, breadth first, up to [`MAX_TREE`] servers and [`MAX_ROWS`]
+/// estimated constraints.
 fn tree(arr: &Arrivals, f: usize) -> Result<Tree, NoBound> {
     let n = arr.servers.len();
     let mut t = Tree {
@@ -69,6 +73,8 @@ fn tree(arr: &Arrivals, f: usize) -> Result<Tree, NoBound> {
         parent: vec![None; n],
         in_tree: vec![false; n],
     };
+    let mut depth = vec![0usize; n];
+    let mut rows = 0;
     let path = &arr.paths[f];
     for (j, &s) in path.iter().enumerate().rev() {
         if t.in_tree[s] {
@@ -76,7 +82,14 @@ fn tree(arr: &Arrivals, f: usize) -> Result<Tree, NoBound> {
         }
         t.in_tree[s] = true;
         t.parent[s] = path.get(j + 1).copied();
+        depth[s] = path.len() - 1 - j;
+        rows += cost(arr, s, depth[s]);
         t.order.push(s);
+    }
+    if rows > MAX_ROWS {
+        return Err(NoBound::NotApplicable(format!(
+            "about {rows} constraints (the polynomial LP takes at most {MAX_ROWS})"
+        )));
     }
     let mut k = 0;
     while k < t.order.len() {
@@ -85,14 +98,25 @@ fn tree(arr: &Arrivals, f: usize) -> Result<Tree, NoBound> {
         for &g in &arr.at[s] {
             let Some(p) = prev(arr, g, s) else { continue };
             let fifo = arr.servers[p].multiplexing == Multiplexing::Fifo;
-            if !t.in_tree[p] && fifo && t.order.len() < MAX_TREE {
-                t.in_tree[p] = true;
-                t.parent[p] = Some(s);
-                t.order.push(p);
+            let more = cost(arr, p, depth[s] + 1);
+            if t.in_tree[p] || !fifo || t.order.len() >= MAX_TREE || rows + more > MAX_ROWS {
+                continue;
             }
+            t.in_tree[p] = true;
+            t.parent[p] = Some(s);
+            depth[p] = depth[s] + 1;
+            rows += more;
+            t.order.push(p);
         }
     }
     Ok(t)
+}
+
+/// Estimated constraints at server `s` modelled `d` levels below the root: two
+/// curve pieces per flow and bundle for each pair of its `d + 2` instants.
+fn cost(arr: &Arrivals, s: usize, d: usize) -> usize {
+    let sets = arr.at[s].len() + arr.bundles[s].len();
+    (d + 2) * (d + 1) * sets
 }
 
 /// The program's instants and values: per server, its instants (latest first) and
@@ -114,7 +138,7 @@ fn constraints(arr: &Arrivals, f: usize) -> Result<(Program, Trajectory), NoBoun
     }
     let tree = tree(arr, f)?;
     let n = arr.servers.len();
-    let mut lp = Program::default();
+    let mut lp = Program::new(time_unit(arr, &arr.paths[f]));
     let t0 = lp.add_var(0.0);
     let mut tr = Trajectory {
         t0,
@@ -145,45 +169,36 @@ fn server(lp: &mut Program, arr: &Arrivals, s: usize, deps: &[Variable], tr: &mu
         if let Some(d) = &arr.fifo_delay[s] {
             // τ − a ≤ D_s
             let e = vec![(deps[u], 1.0), (times[u], -1.0)];
-            lp.add_constraint(e, Cmp::Le, d.to_f64() / TIME_UNIT * (1.0 + 1e-12));
+            lp.add_constraint(e, Cmp::Le, d.to_f64() / lp.unit * (1.0 + 1e-12));
         }
     }
     let values: Vec<Vec<Variable>> = arr.at[s]
         .iter()
         .map(|_| (0..=m).map(|_| lp.add_var(0.0)).collect())
         .collect();
-    service(
-        lp,
-        arr,
-        s,
-        deps[m - 1],
-        times[m - 1],
-        times[m],
-        &values,
-        m - 1,
-    );
+    service(lp, arr, s, deps, &times, &values);
     curves(lp, arr, s, &times, &values);
     shaper(lp, arr, s, deps, &values);
     tr.times[s] = times;
     tr.values[s] = values;
 }
 
-/// The service guarantee for the departure at `tau` (FIFO instant `a`, value index
-/// `ia`) from `sigma` (value index `ia + 1`): `Σ (A(a) − A(σ)) ≥ R (τ − σ − T)`.
-#[allow(clippy::too_many_arguments)]
+/// The service guarantee for the earliest departure `τ` (index `m − 1` of `deps`,
+/// FIFO instant `a` of the same index) from the last instant `σ`:
+/// `Σ (A(a) − A(σ)) ≥ R (τ − σ − T)`.
 fn service(
     lp: &mut Program,
     arr: &Arrivals,
     s: usize,
-    tau: Variable,
-    a: Variable,
-    sigma: Variable,
+    deps: &[Variable],
+    times: &[Variable],
     values: &[Vec<Variable>],
-    ia: usize,
 ) {
+    let ia = deps.len() - 1;
+    let (tau, a, sigma) = (deps[ia], times[ia], times[ia + 1]);
     let srv = &arr.servers[s];
-    let r = srv.rate.to_f64() * TIME_UNIT;
-    let t = srv.latency.to_f64() / TIME_UNIT;
+    let r = srv.rate.to_f64() * lp.unit;
+    let t = srv.latency.to_f64() / lp.unit;
     le(lp, sigma, a);
     let mut e: Vec<(Variable, f64)> = Vec::with_capacity(2 * values.len() + 2);
     for v in values {
@@ -212,7 +227,10 @@ fn curves(
     let mut sets: Vec<Set> = flows
         .iter()
         .enumerate()
-        .map(|(i, &g)| (vec![i], arr.curve_at(g, s).map(pieces).unwrap_or_default()))
+        .map(|(i, &g)| {
+            let c = arr.curve_at(g, s).map(|c| pieces(c, lp.unit));
+            (vec![i], c.unwrap_or_default())
+        })
         .collect();
     for b in arr.bundles[s].iter().filter(|b| b.flows.len() > 1) {
         let idx = b
@@ -220,13 +238,13 @@ fn curves(
             .iter()
             .filter_map(|g| flows.iter().position(|x| x == g))
             .collect();
-        sets.push((idx, pieces(&b.curve)));
+        sets.push((idx, pieces(&b.curve, lp.unit)));
     }
     for u in 0..times.len() {
+        for vals in values.iter().filter(|_| u + 1 < times.len()) {
+            lp.add_constraint(vec![(vals[u], 1.0), (vals[u + 1], -1.0)], Cmp::Ge, 0.0);
+        }
         for v in u + 1..times.len() {
-            for vals in values {
-                lp.add_constraint(vec![(vals[u], 1.0), (vals[v], -1.0)], Cmp::Ge, 0.0);
-            }
             for (idx, c) in &sets {
                 for &(b, r) in c {
                     // Σ A(t_u) − A(t_v) ≤ b + r (t_u − t_v)
@@ -250,7 +268,7 @@ fn shaper(lp: &mut Program, arr: &Arrivals, s: usize, deps: &[Variable], values:
     let Some(sh) = &arr.servers[s].shaper else {
         return;
     };
-    let sigma = pieces(&sh.curve());
+    let sigma = pieces(&sh.curve(), lp.unit);
     for u in 0..deps.len() {
         for v in u + 1..deps.len() {
             for &(b, r) in &sigma {
@@ -284,7 +302,7 @@ fn link(lp: &mut Program, arr: &Arrivals, tree: &Tree, s: usize, h: usize, tr: &
     }
 }
 
-/// Flow `f`'s delay program (µs): `t_0` minus the bit's arrival at its first server.
+/// Flow `f`'s delay program: `t_0` minus the bit's arrival at its first server.
 pub fn delay_program(arr: &Arrivals, f: usize) -> Result<Program, NoBound> {
     let (mut lp, tr) = constraints(arr, f)?;
     let first = arr.paths[f][0];
@@ -295,7 +313,7 @@ pub fn delay_program(arr: &Arrivals, f: usize) -> Result<Program, NoBound> {
 
 /// Flow `f`'s delay bound by this program.
 pub(super) fn flow(arr: &Arrivals, f: usize) -> super::Bound {
-    super::lp::bound_of(delay_program(arr, f)?.solve()?)
+    delay_program(arr, f)?.bound()
 }
 
 /// A bound `B` (bits) such that what flow `f` sends out of its last server in any
@@ -311,7 +329,7 @@ pub fn output_burst(arr: &Arrivals, f: usize) -> Result<f64, NoBound> {
     let (mut lp, tr) = constraints(arr, f)?;
     let first = arr.paths[f][0];
     let (r, b) = arr.per_flow[f][0].token_bucket_envelope();
-    let (r, b) = (r.to_f64() * TIME_UNIT, b.to_f64());
+    let (r, b) = (r.to_f64() * lp.unit, b.to_f64());
     let i = arr.at[first]
         .iter()
         .position(|&g| g == f)
