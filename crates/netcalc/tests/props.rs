@@ -390,6 +390,31 @@ proptest! {
         prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
     }
 
+    /// The polynomial program over the servers upstream on its own (the LP method
+    /// takes the smaller of it and the path program), with shapers, against
+    /// symmetric bursts and bursts at other times.
+    #[test]
+    fn the_upstream_program_alone_is_never_below_the_simulation(
+        s in spec(4, 5, true),
+        shapers in prop::collection::vec(prop::option::of((0i64..=6, 0i64..=20)), 4),
+        starts in prop::collection::vec(0i64..=40, 5),
+    ) {
+        let mut net = network(&s);
+        prop_assume!(stable(&net));
+        shape(&mut net, &shapers);
+        let sym = simulate(&net, &i(1000)).unwrap();
+        let starts: Vec<Q> = starts.iter().map(|&x| Q::ratio(x as i128, 4).unwrap()).collect();
+        let shifted = simulate_from(&net, &i(1000), &starts).unwrap();
+        let arr = methods::Arrivals::of(&net).unwrap();
+        let bounds: Vec<methods::Bound> = (0..net.flows.len())
+            .map(|f| methods::plp::delay_program(&arr, f).and_then(|p| p.bound()))
+            .collect();
+        for sim in [&sym, &shifted] {
+            let below = first_below(&net, sim, "upstream program", &bounds);
+            prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+        }
+    }
+
     /// The LP fixed point of cyclic networks on feed-forward FIFO networks, cut where
     /// random server ranks say (a hop to a server of the same or lower rank is cut,
     /// so often every hop), with or without shapers and line shaping: never below the
