@@ -199,7 +199,10 @@ impl Cut {
     /// Each flow's bound: the sum of its segments' best bounds, or its TFA
     /// fixed-point bound when smaller.
     fn bounds(&self, arr: &Arrivals, tfa_bounds: &[Q]) -> Vec<Bound> {
-        let mut sums: Vec<Option<Q>> = vec![Some(Q::zero()); tfa_bounds.len()];
+        let mut sums: Vec<Option<Q>> = vec![None; tfa_bounds.len()];
+        for (g, _) in &self.segs {
+            sums[*g] = Some(Q::zero());
+        }
         for (k, (g, _)) in self.segs.iter().enumerate() {
             let d = best(arr, k).ok();
             sums[*g] = sums[*g].take().zip(d).map(|(a, b)| a.add_ref(&b));

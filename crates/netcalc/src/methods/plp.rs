@@ -131,6 +131,9 @@ struct Trajectory {
 /// The program's constraints for flow `f` (no objective yet).
 fn constraints(arr: &Arrivals, f: usize) -> Result<(Program, Trajectory), NoBound> {
     arr.bounded()?;
+    if arr.paths[f].is_empty() {
+        return Err(NoBound::NotApplicable("empty path".into()));
+    }
     if let Some(name) = arr.first_not(&arr.paths[f], Multiplexing::Fifo) {
         return Err(NoBound::NotApplicable(format!(
             "{name} is not FIFO (the LP covers FIFO paths)"
