@@ -14,9 +14,9 @@
 //! leaves; the segments that cross the same cut together are bounded together by it.
 //! Each round then analyses the cut network with these curves and bounds what each
 //! segment sends across its cut by the smaller of `b + r d` (`(r, b)` its entry
-//! curve's token bucket, `d` its smaller TFA or SFA bound there) and the LP's bound on its
-//! output burst ([`super::plp::output_burst`]), and takes the smaller of that and the
-//! curve it had. Every round's curves are valid (valid curves in, valid bounds out),
+//! curve's token bucket, `d` its smaller TFA or SFA bound there) and the LP's bound
+//! on its output burst ([`super::plp::output_burst`]), and takes the smaller of that
+//! and the curve it had. Every round's curves are valid (valid curves in, valid bounds out),
 //! so the iteration may stop anywhere: it stops when a round lowers no burst by more
 //! than [`PROGRESS`] (relative), or after [`MAX_ROUNDS`] rounds.
 //!
@@ -51,6 +51,13 @@ pub fn run(
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<FixedPoint>, InputError> {
     let paths = cyclic::paths(net)?;
+    if rank.len() < net.servers.len() {
+        return Err(InputError::general(format!(
+            "{} ranks for {} servers",
+            rank.len(),
+            net.servers.len()
+        )));
+    }
     let none = |why: NoBound| FixedPoint {
         bounds: vec![Err(why); net.flows.len()],
         rounds: 0,
