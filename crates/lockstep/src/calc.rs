@@ -226,7 +226,7 @@ fn load_network(path: &PathBuf) -> Result<Loaded> {
     }
     let net = lockstep_netcalc::parse_network(&text).map_err(located)?;
     if methods::is_cyclic(&net) {
-        // only the TFA's fixed point applies; no per-server analysis
+        // only the fixed points (TFA, LP) apply; no per-server analysis
         let net = lockstep_netcalc::parse_cyclic(&text).map_err(located)?;
         return Ok((net, None, opts));
     }

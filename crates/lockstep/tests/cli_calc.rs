@@ -261,7 +261,7 @@ fn bad_input_exits_2_naming_file_line_and_field() {
 }
 
 #[test]
-fn a_cyclic_network_gets_the_fixed_point_of_the_tfa() {
+fn a_cyclic_network_gets_the_fixed_points_of_the_tfa_and_the_lp() {
     let ring = r#"[[server]]
 name = "s0"
 rate = "20Mbit/s"
@@ -290,7 +290,9 @@ burst = "25bit"
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["results"]["flows"][0]["tfa"]["exact"], "60");
-    assert_eq!(doc["results"]["flows"][1]["best"], "tfa");
+    // the LP fixed point (cut at s1 -> s0) is below it for both flows
+    assert_eq!(doc["results"]["flows"][0]["best"], "lp");
+    assert_eq!(doc["results"]["flows"][1]["best"], "lp");
     assert_eq!(doc["results"]["servers"], Value::Array(vec![]));
     // a loop is a cycle too; an overload counts every visit
     let looped = ring.replace(

@@ -370,7 +370,8 @@ pub(crate) fn check_flow(
 }
 
 /// [`check_flow`], with paths that visit a server more than once allowed when
-/// `loops` (a cyclic network, which only the fixed point of the TFA analyses).
+/// `loops` (a cyclic network, which only the fixed points of the TFA and the LP
+/// analyse).
 pub(crate) fn check_flow_path(
     f: &Flow,
     servers: &HashMap<String, usize>,

@@ -9,7 +9,9 @@
 //! - all of this also with propagated delays rounded up to a grid;
 //! - no method's bound is below the simulation with output shapers `R' t + M` of
 //!   rate `R' ≥ R` (the simulated servers respect them; tighter shapers are not
-//!   simulated).
+//!   simulated);
+//! - the LP fixed point of cyclic networks, run on them with cuts, is never below
+//!   the simulation.
 //!
 //! Sizes are small so the whole file runs in a few seconds.
 
@@ -386,6 +388,58 @@ proptest! {
         let bounds = methods::fixed_point_tfa(&net, opts).unwrap();
         let below = first_below(&net, &sim, "fixed point", &bounds);
         prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+    }
+
+    /// The polynomial program over the servers upstream on its own (the LP method
+    /// takes the smaller of it and the path program), with shapers, against
+    /// symmetric bursts and bursts at other times.
+    #[test]
+    fn the_upstream_program_alone_is_never_below_the_simulation(
+        s in spec(4, 5, true),
+        shapers in prop::collection::vec(prop::option::of((0i64..=6, 0i64..=20)), 4),
+        starts in prop::collection::vec(0i64..=40, 5),
+    ) {
+        let mut net = network(&s);
+        prop_assume!(stable(&net));
+        shape(&mut net, &shapers);
+        let sym = simulate(&net, &i(1000)).unwrap();
+        let starts: Vec<Q> = starts.iter().map(|&x| Q::ratio(x as i128, 4).unwrap()).collect();
+        let shifted = simulate_from(&net, &i(1000), &starts).unwrap();
+        let arr = methods::Arrivals::of(&net).unwrap();
+        let bounds: Vec<methods::Bound> = (0..net.flows.len())
+            .map(|f| methods::plp::delay_program(&arr, f).and_then(|p| p.bound()))
+            .collect();
+        for sim in [&sym, &shifted] {
+            let below = first_below(&net, sim, "upstream program", &bounds);
+            prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+        }
+    }
+
+    /// The LP fixed point of cyclic networks on feed-forward FIFO networks, cut where
+    /// random server ranks say (a hop to a server of the same or lower rank is cut,
+    /// so often every hop), with or without shapers and line shaping: never below the
+    /// simulation, never above the TFA fixed point.
+    #[test]
+    fn the_lp_fixed_point_is_never_below_the_simulation(
+        s in spec(4, 5, true),
+        shapers in prop::collection::vec(prop::option::of((0i64..=6, 0i64..=20)), 4),
+        rank in prop::collection::vec(0usize..4, 4),
+        shaping in any::<bool>(),
+    ) {
+        let mut net = network(&s);
+        prop_assume!(stable(&net));
+        shape(&mut net, &shapers);
+        let sim = simulate(&net, &i(1000)).unwrap();
+        let opts = methods::Options { line_shaping: shaping };
+        let fp = methods::fixed_point_lp(&net, opts, &rank[..net.servers.len()]).unwrap();
+        let below = first_below(&net, &sim, "LP fixed point", &fp.bounds);
+        prop_assert!(below.is_none(), "{}", below.unwrap_or_default());
+        let tfa = methods::fixed_point_tfa(&net, opts).unwrap();
+        for (lp, tfa) in fp.bounds.iter().zip(&tfa) {
+            if let (Ok(lp), Ok(tfa)) = (lp, tfa) {
+                prop_assert!(lp <= tfa, "LP fixed point {lp} above the TFA one {tfa}");
+            }
+        }
     }
 
     #[test]

@@ -73,6 +73,46 @@ impl Arrivals {
         Ok(arr.propagate(&order, stop).then_some(arr))
     }
 
+    /// [`Arrivals::of`] with each flow's curve at its first server given (`sources`,
+    /// in the flows' order) and flows that enter the network together: each group
+    /// (flows with the same first server) arrives as one bundle bounded by the
+    /// smaller of its curve and its members' sum.
+    pub(crate) fn of_sources(
+        net: &Network,
+        sources: &[Curve],
+        groups: &[(Vec<usize>, Curve)],
+    ) -> Result<Arrivals, InputError> {
+        let (mut arr, order) = Arrivals::start(net)?;
+        for (own, c) in arr.per_flow.iter_mut().zip(sources) {
+            own[0] = c.clone();
+        }
+        arr.bundles.iter_mut().for_each(Vec::clear);
+        let mut alone = vec![true; arr.paths.len()];
+        for (flows, curve) in groups {
+            let mut flows = flows.clone();
+            flows.sort_unstable();
+            let Some(&first) = flows.first().and_then(|&f| arr.paths[f].first()) else {
+                continue;
+            };
+            flows.iter().for_each(|&f| alone[f] = false);
+            let sum = Curve::sum(flows.iter().map(|&f| &arr.per_flow[f][0]));
+            arr.bundles[first].push(Bundle {
+                flows,
+                curve: sum.min(curve),
+            });
+        }
+        for (f, p) in arr.paths.iter().enumerate() {
+            if let (true, Some(&first)) = (alone[f], p.first()) {
+                arr.bundles[first].push(Bundle {
+                    flows: vec![f],
+                    curve: arr.per_flow[f][0].clone(),
+                });
+            }
+        }
+        arr.propagate(&order, &|| false);
+        Ok(arr)
+    }
+
     /// The sources' curves at their first servers, and the servers in the order the
     /// propagation takes them.
     fn start(net: &Network) -> Result<(Arrivals, Vec<usize>), InputError> {

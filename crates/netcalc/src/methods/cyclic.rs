@@ -26,6 +26,22 @@ pub(super) fn tfa(
     line_shaping: bool,
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<Bound>, InputError> {
+    let paths = paths(net)?;
+    if let Some(why) = not_fifo(net) {
+        return Ok(vec![Err(why); net.flows.len()]);
+    }
+    Ok(match delays(net, &paths, line_shaping, stop) {
+        Ok(None) => Vec::new(),
+        Ok(Some(d)) => paths
+            .iter()
+            .map(|p| Ok(p.iter().map(|&s| d[s].clone()).sum()))
+            .collect(),
+        Err(why) => vec![Err(why); net.flows.len()],
+    })
+}
+
+/// Each flow's path as server indices.
+pub(super) fn paths(net: &Network) -> Result<Vec<Vec<usize>>, InputError> {
     let index = |name: &str| net.servers.iter().position(|s| s.name == name);
     let mut paths = Vec::with_capacity(net.flows.len());
     for f in &net.flows {
@@ -34,39 +50,56 @@ pub(super) fn tfa(
             InputError::general(format!("flow {}: unknown server on its path", f.name))
         })?);
     }
-    if let Some(s) = net
-        .servers
-        .iter()
-        .find(|s| s.multiplexing != Multiplexing::Fifo)
-    {
-        let why = format!(
-            "cyclic network with {} under arbitrary multiplexing: the fixed point covers FIFO servers only",
-            s.name
-        );
-        return Ok(vec![Err(NoBound::NotApplicable(why)); net.flows.len()]);
-    }
-    if line_shaping || net.servers.iter().any(|s| s.shaper.is_some()) {
-        return Ok(shaped(net, &paths, line_shaping, stop));
-    }
-    Ok(affine(net, &paths, stop))
+    Ok(paths)
 }
 
-/// The fixed point of the affine system, solved exactly; no bound at all once `stop`
-/// says so (asked at each pivot).
-fn affine(net: &Network, paths: &[Vec<usize>], stop: &dyn Fn() -> bool) -> Vec<Bound> {
+/// Why the fixed point does not apply, when a server is not FIFO.
+pub(super) fn not_fifo(net: &Network) -> Option<NoBound> {
+    let s = net
+        .servers
+        .iter()
+        .find(|s| s.multiplexing != Multiplexing::Fifo)?;
+    Some(NoBound::NotApplicable(format!(
+        "cyclic network with {} under arbitrary multiplexing: the fixed point covers FIFO servers only",
+        s.name
+    )))
+}
+
+/// Every server's delay bound at the fixed point (`Ok(None)` once `stop` says so),
+/// or why there is none.
+pub(super) fn delays(
+    net: &Network,
+    paths: &[Vec<usize>],
+    line_shaping: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<Q>>, NoBound> {
+    if line_shaping || net.servers.iter().any(|s| s.shaper.is_some()) {
+        return shaped(net, paths, line_shaping, stop);
+    }
+    affine(net, paths, stop)
+}
+
+/// Why a fixed point gives no bound.
+fn diverges() -> NoBound {
+    NoBound::Unbounded(
+        "the fixed point diverges: around the cycle the bursts grow without limit".into(),
+    )
+}
+
+/// The fixed point of the affine system, solved exactly; `None` once `stop` says so
+/// (asked at each pivot).
+fn affine(
+    net: &Network,
+    paths: &[Vec<usize>],
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<Q>>, NoBound> {
     let n = net.servers.len();
     let (a, c) = system(net, paths, n);
-    let Some(solved) = solve(a, c, stop) else {
-        return Vec::new();
-    };
-    let Some(d) = solved else {
-        let why = "the fixed point diverges: around the cycle the bursts grow without limit";
-        return vec![Err(NoBound::Unbounded(why.into())); net.flows.len()];
-    };
-    paths
-        .iter()
-        .map(|p| Ok(p.iter().map(|&s| d[s].clone()).sum()))
-        .collect()
+    match solve(a, c, stop) {
+        None => Ok(None),
+        Some(None) => Err(diverges()),
+        Some(Some(d)) => Ok(Some(d)),
+    }
 }
 
 /// `I − A` and `c` of `D = c + A D`.
@@ -148,39 +181,35 @@ const MAX_ROUNDS: usize = 100_000;
 /// 0, each rounded up to the nanosecond: the sequence only grows, and it stops at a
 /// `D` whose bounds `F(D)` are at most `D` — an upper bound of the fixed point the
 /// exact iteration converges to — or gives up after [`MAX_ROUNDS`] rounds or when a
-/// bound passes an hour. Once `stop` says so (asked every round) it gives no bound at
-/// all: a round short of the fixed point bounds nothing.
+/// bound passes an hour. Once `stop` says so (asked every round) it gives nothing
+/// (`Ok(None)`): a round short of the fixed point bounds nothing.
 fn shaped(
     net: &Network,
     paths: &[Vec<usize>],
     line_shaping: bool,
     stop: &dyn Fn() -> bool,
-) -> Vec<Bound> {
+) -> Result<Option<Vec<Q>>, NoBound> {
     let n = net.servers.len();
     let step = grid();
     let hour = Q::int(3600);
     let mut d = vec![Q::zero(); n];
     for _ in 0..MAX_ROUNDS {
         if stop() {
-            return Vec::new();
+            return Ok(None);
         }
         let Some(next) = round(net, paths, line_shaping, &d) else {
-            return vec![Err(NoBound::Unbounded("a server is overloaded".into())); paths.len()];
+            return Err(NoBound::Unbounded("a server is overloaded".into()));
         };
         let next: Vec<Q> = next.iter().map(|x| x.ceil_to(&step)).collect();
         if next.iter().any(|x| x > &hour) {
             break;
         }
         if next == d {
-            return paths
-                .iter()
-                .map(|p| Ok(p.iter().map(|&s| d[s].clone()).sum()))
-                .collect();
+            return Ok(Some(d));
         }
         d = next;
     }
-    let why = "the fixed point diverges: around the cycle the bursts grow without limit";
-    vec![Err(NoBound::Unbounded(why.into())); paths.len()]
+    Err(diverges())
 }
 
 /// `F(D)`: each server's delay bound given the others' `d`; `None` when a server is
@@ -238,7 +267,7 @@ fn round(net: &Network, paths: &[Vec<usize>], line_shaping: bool, d: &[Q]) -> Op
 
 /// Each server's largest packet (`None` when a flow crossing it has no `max_packet`:
 /// its output is then not line-shaped).
-fn largest_packets(net: &Network, paths: &[Vec<usize>]) -> Vec<Option<Q>> {
+pub(super) fn largest_packets(net: &Network, paths: &[Vec<usize>]) -> Vec<Option<Q>> {
     let mut out: Vec<Option<Option<Q>>> = vec![None; net.servers.len()];
     for (f, p) in net.flows.iter().zip(paths) {
         for &s in p {

@@ -36,9 +36,23 @@ pub const MAX_SERVERS: usize = 7;
 pub const GRID_PS: i64 = 1;
 /// Relative margin added to the solver's optimum before rounding.
 pub const MARGIN: f64 = 1e-9;
+/// The solver's absolute feasibility tolerance (the smallest it takes).
+const FEASIBILITY: f64 = 1e-10;
 
-/// Time unit of the program: 1 µs; data unit: 1 bit.
-const TIME_UNIT: f64 = 1e-6;
+/// The unit of time of a program: a power of ten near the delays it bounds (the
+/// sum of the aggregate delay bounds at `servers`), so that the solver works on
+/// numbers of moderate size (its tolerances are absolute); the data unit is 1 bit.
+pub(super) fn time_unit(arr: &Arrivals, servers: &[usize]) -> f64 {
+    let total: f64 = servers
+        .iter()
+        .filter_map(|&s| arr.fifo_delay[s].as_ref())
+        .map(Q::to_f64)
+        .sum();
+    if !(total.is_finite() && total > 0.0) {
+        return 1e-6;
+    }
+    10f64.powf(total.log10().floor()).clamp(1e-12, 1.0)
+}
 
 /// A variable of a [`Program`] (its index).
 pub type Variable = usize;
@@ -55,25 +69,41 @@ pub enum Cmp {
 pub type Row = (Vec<(Variable, f64)>, Cmp, f64);
 
 /// A linear program, maximised: every variable is at least 0; `objective[v]` is the
-/// coefficient of variable `v`; each row is `Σ coeff · var (cmp) rhs`. What the
-/// solver is given, and what another solver can be given to compare.
-#[derive(Clone, Debug, Default)]
+/// coefficient of variable `v`; each row is `Σ coeff · var (cmp) rhs`; times are in
+/// units of `unit` seconds. What the solver is given, and what another solver can
+/// be given to compare.
+#[derive(Clone, Debug)]
 pub struct Program {
     pub objective: Vec<f64>,
     pub rows: Vec<Row>,
+    pub unit: f64,
 }
 
 impl Program {
-    fn add_var(&mut self, obj: f64) -> Variable {
+    /// An empty program whose times are in units of `unit` seconds.
+    pub fn new(unit: f64) -> Program {
+        Program {
+            objective: Vec::new(),
+            rows: Vec::new(),
+            unit,
+        }
+    }
+
+    /// The bound the program's maximum delay gives ([`bound_of`]).
+    pub fn bound(&self) -> Bound {
+        bound_of(self.solve()?, self.unit)
+    }
+
+    pub(super) fn add_var(&mut self, obj: f64) -> Variable {
         self.objective.push(obj);
         self.objective.len() - 1
     }
 
-    fn add_constraint(&mut self, row: Vec<(Variable, f64)>, cmp: Cmp, rhs: f64) {
+    pub(super) fn add_constraint(&mut self, row: Vec<(Variable, f64)>, cmp: Cmp, rhs: f64) {
         self.rows.push((row, cmp, rhs));
     }
 
-    /// The maximum, solved with [`microlp`] (pure Rust), in the program's units (µs).
+    /// The maximum, solved with [`microlp`] (pure Rust), in the program's units.
     pub fn solve(&self) -> Result<f64, NoBound> {
         use microlp::{ComparisonOp, OptimizationDirection, Problem};
         let mut lp = Problem::new(OptimizationDirection::Maximize);
@@ -92,7 +122,11 @@ impl Program {
             };
             lp.add_constraint(expr, op, *rhs);
         }
-        match lp.solve() {
+        // the tightest feasibility tolerance the solver takes (absolute; default
+        // 1e-7): the optimum it reports is then within the margin of the true one
+        let mut options = microlp::SolveOptions::default();
+        options.tolerances.feasibility = FEASIBILITY;
+        match lp.solve_with(options) {
             Ok(microlp::SolveOutcome::Solution(sol)) => Ok(sol.objective()),
             Ok(_) => Err(NoBound::Unbounded("the LP solver stopped early".into())),
             Err(microlp::Error::Unbounded) => Err(NoBound::Unbounded(
@@ -103,16 +137,16 @@ impl Program {
     }
 }
 
-/// Flow `f`'s program (maximise its delay, in µs), for a feed-forward network.
+/// Flow `f`'s program (maximise its delay), for a feed-forward network.
 pub fn program(arr: &Arrivals, f: usize) -> Result<Program, NoBound> {
     check(arr, f)?;
     build(arr, f)
 }
 
-/// The bound the optimum `delay` (µs) of a program gives: seconds, with the margin,
-/// rounded up to the grid.
-pub fn bound_of(delay: f64) -> Bound {
-    let secs = delay * (1.0 + MARGIN) * TIME_UNIT;
+/// The bound the optimum `delay` (in units of `unit` seconds) of a program gives:
+/// seconds, with the margin, rounded up to the grid.
+pub fn bound_of(delay: f64, unit: f64) -> Bound {
+    let secs = delay * (1.0 + MARGIN) * unit;
     let ps = (secs * 1e12).ceil();
     if !ps.is_finite() || ps > 1e18 {
         return Err(NoBound::Unbounded("the LP's optimum is unbounded".into()));
@@ -138,8 +172,17 @@ struct Level {
     le: Vec<Vec<bool>>,
 }
 
+/// The smaller of this program's bound (paths of up to [`MAX_SERVERS`]) and the
+/// polynomial program's over the path and the servers upstream of it
+/// ([`super::plp`]).
 pub(super) fn flow(arr: &Arrivals, f: usize) -> Bound {
-    bound_of(program(arr, f)?.solve()?)
+    let path = program(arr, f).and_then(|p| p.bound());
+    let tree = super::plp::flow(arr, f);
+    match (path, tree) {
+        (Ok(a), Ok(b)) => Ok(a.min(b)),
+        (Ok(a), Err(_)) | (Err(_), Ok(a)) => Ok(a),
+        (Err(e), Err(_)) => Err(e),
+    }
 }
 
 /// Why flow `f` gets no program, if it gets none.
@@ -165,7 +208,7 @@ fn check(arr: &Arrivals, f: usize) -> Result<(), NoBound> {
 fn build(arr: &Arrivals, f: usize) -> Result<Program, NoBound> {
     let path = &arr.paths[f];
     let n = path.len();
-    let mut lp = Program::default();
+    let mut lp = Program::new(time_unit(arr, path));
     let root = lp.add_var(1.0);
     // the departures of the level being built (one per instant of the level above),
     // with the order known between them
@@ -206,8 +249,8 @@ fn node(lp: &mut Program, arr: &Arrivals, s: usize, tau: Variable) -> Node {
     let at_sigma: Vec<Variable> = (0..k).map(|_| lp.add_var(0.0)).collect();
     // Σ (A(a) − A(σ)) ≥ R (τ − σ − T)
     let srv = &arr.servers[s];
-    let r = srv.rate.to_f64() * TIME_UNIT;
-    let t = srv.latency.to_f64() / TIME_UNIT;
+    let r = srv.rate.to_f64() * lp.unit;
+    let t = srv.latency.to_f64() / lp.unit;
     let mut e: Vec<(Variable, f64)> = Vec::with_capacity(2 * k + 2);
     for (&x, &y) in at_a.iter().zip(&at_sigma) {
         e.push((x, 1.0));
@@ -240,7 +283,7 @@ fn shaper_constraints(
     let Some(sh) = &arr.servers[s].shaper else {
         return;
     };
-    let sigma = pieces(&sh.curve());
+    let sigma = pieces(&sh.curve(), lp.unit);
     for (x, row) in tau_le.iter().enumerate() {
         for (y, &ok) in row.iter().enumerate() {
             let (Some(nx), Some(ny)) = (nodes.get(x), nodes.get(y)) else {
@@ -264,7 +307,7 @@ fn shaper_constraints(
 }
 
 /// `x ≤ y`.
-fn le(lp: &mut Program, x: Variable, y: Variable) {
+pub(super) fn le(lp: &mut Program, x: Variable, y: Variable) {
     lp.add_constraint(vec![(y, 1.0), (x, -1.0)], Cmp::Ge, 0.0);
 }
 
@@ -349,7 +392,11 @@ fn arrival_constraints(lp: &mut Program, arr: &Arrivals, s: usize, level: &Level
     let m = level.times.len();
     let curves: Vec<Vec<(f64, f64)>> = flows
         .iter()
-        .map(|&g| arr.curve_at(g, s).map(pieces).unwrap_or_default())
+        .map(|&g| {
+            arr.curve_at(g, s)
+                .map(|c| pieces(c, lp.unit))
+                .unwrap_or_default()
+        })
         .collect();
     let bundles: Vec<Bundled> = arr.bundles[s]
         .iter()
@@ -360,7 +407,7 @@ fn arrival_constraints(lp: &mut Program, arr: &Arrivals, s: usize, level: &Level
                 .iter()
                 .filter_map(|g| flows.iter().position(|x| x == g))
                 .collect();
-            (idx, pieces(&b.curve))
+            (idx, pieces(&b.curve, lp.unit))
         })
         .collect();
     for x in 0..m {
@@ -400,8 +447,8 @@ fn arrival_constraints(lp: &mut Program, arr: &Arrivals, s: usize, level: &Level
 type Bundled = (Vec<usize>, Vec<(f64, f64)>);
 
 /// A concave curve as the affine pieces it is the minimum of, `(b, r)`: `α(t) =
-/// min (b + r t)`, in bits and bits per µs.
-fn pieces(c: &Curve) -> Vec<(f64, f64)> {
+/// min (b + r t)`, in bits and bits per `unit` seconds.
+pub(super) fn pieces(c: &Curve, unit: f64) -> Vec<(f64, f64)> {
     c.points()
         .iter()
         .zip(c.slopes())
@@ -410,7 +457,7 @@ fn pieces(c: &Curve) -> Vec<(f64, f64)> {
             // rounded up: a larger curve is still an arrival curve
             (
                 b.to_f64() * (1.0 + 1e-12) + 1e-12,
-                r.to_f64() * TIME_UNIT * (1.0 + 1e-12),
+                r.to_f64() * unit * (1.0 + 1e-12),
             )
         })
         .collect()

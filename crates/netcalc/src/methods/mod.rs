@@ -1,6 +1,6 @@
 //! Delay bounds by method, for `lockstep calc`: total flow analysis (TFA), separated
-//! flow analysis (SFA) and pay multiplexing only once (PMOO), each on the whole
-//! network at once.
+//! flow analysis (SFA), pay multiplexing only once (PMOO) and linear programs (LP),
+//! each on the whole network at once.
 //!
 //! These are the tightest forms of each method this crate knows, and they share one
 //! propagation of arrival curves ([`arrivals`]) that bounds what leaves a server
@@ -16,7 +16,9 @@
 
 pub mod arrivals;
 mod cyclic;
+pub mod fixpoint;
 pub mod lp;
+pub mod plp;
 pub(crate) mod pmoo;
 mod sfa;
 mod tfa;
@@ -37,8 +39,10 @@ pub enum Method {
     /// Pay multiplexing only once: one residual service for the whole path, each
     /// cross flow's burst paid once (arbitrary multiplexing).
     Pmoo,
-    /// A linear program over the instants FIFO and the service curves relate along
-    /// the path (FIFO paths; floating point, rounded up).
+    /// Linear programs over the instants FIFO and the service curves relate along
+    /// the path ([`lp`]) and over the servers upstream of it ([`plp`]), the smaller
+    /// bound (FIFO paths; floating point, rounded up); on a cyclic network their
+    /// fixed point ([`fixpoint`]).
     Lp,
 }
 
@@ -86,8 +90,8 @@ pub type Bound = Result<Q, NoBound>;
 /// be valid (as [`crate::parse_network`] and [`crate::Admission::new`] check it).
 ///
 /// On a cyclic network (servers that depend on each other in a cycle, or a flow
-/// that visits a server twice) the TFA is its fixed point ([`cyclic`]); SFA and PMOO
-/// give no bound there.
+/// that visits a server twice) the TFA is its fixed point ([`cyclic`]) and the LP
+/// the fixed point of [`fixpoint`]; SFA and PMOO give no bound there.
 pub fn bounds(net: &Network, method: Method) -> Result<Vec<Bound>, InputError> {
     bounds_with(net, method, Options::default())
 }
@@ -136,6 +140,7 @@ pub fn bounds_each(
     if is_cyclic(net) {
         let all = match method {
             Method::Tfa => cyclic::tfa(net, opts.line_shaping, stop)?,
+            Method::Lp => fixed_point_lp_until(net, opts, stop)?,
             _ => vec![
                 Err(NoBound::NotApplicable(format!(
                     "cyclic network ({} needs a feed-forward one)",
@@ -218,6 +223,30 @@ pub fn tfa_per_hop_until(
 /// feed-forward ones.
 pub fn fixed_point_tfa(net: &Network, opts: Options) -> Result<Vec<Bound>, InputError> {
     cyclic::tfa(net, opts.line_shaping, &|| false)
+}
+
+/// The LP analysis of a cyclic network ([`fixpoint`]), the servers ranked in the
+/// network's order; no bound at all once `stop` says so.
+fn fixed_point_lp_until(
+    net: &Network,
+    opts: Options,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Bound>, InputError> {
+    let rank: Vec<usize> = (0..net.servers.len()).collect();
+    let fp = fixpoint::run(net, opts.line_shaping, &rank, stop)?;
+    Ok(fp.map_or_else(Vec::new, |fp| fp.bounds))
+}
+
+/// The LP fixed point on any network of FIFO servers with the hops to a server of
+/// the same or lower `rank` cut: what the property tests check against the
+/// simulation on feed-forward networks (cutting them where they need no cut).
+pub fn fixed_point_lp(
+    net: &Network,
+    opts: Options,
+    rank: &[usize],
+) -> Result<fixpoint::FixedPoint, InputError> {
+    let fp = fixpoint::run(net, opts.line_shaping, rank, &|| false)?;
+    fp.ok_or_else(|| InputError::general("the fixed point was stopped"))
 }
 
 /// Whether the servers, ordered by the flows' paths, form a cycle (a flow visiting

@@ -293,7 +293,11 @@ fn the_lp_bounds_a_shaped_servers_whole_output() {
     // one row per ordered pair and shaper piece
     assert!(shaped.rows.len() > plain.rows.len());
     let after = all(&net, Method::Lp);
+    // the same optimum from another program may differ in its last float digits
     for (a, b) in after.iter().zip(&before) {
-        assert!(a <= b, "LP with shapers {a} above {b} without");
+        assert!(
+            a.to_f64() <= b.to_f64() * (1.0 + 1e-12),
+            "LP with shapers {a} above {b} without"
+        );
     }
 }
