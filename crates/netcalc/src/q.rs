@@ -877,6 +877,24 @@ mod tests {
         assert_eq!(b.cmp(&a), big(&b).cmp(&big(&a)));
     }
 
+    /// Exact division without dividing, against the division it replaces: signs,
+    /// powers of two in the divisor, values across the 64-bit boundary.
+    #[test]
+    fn exact_division_by_inverse() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..20_000 {
+            let shift = rng.gen_range(0..126);
+            let b: i128 = rng.gen_range(1..=i128::MAX >> shift);
+            let bound = i128::MAX / b;
+            let k: i128 = rng.gen_range(-bound..=bound);
+            assert_eq!(div_exact(k * b, b), k, "{k} * {b}");
+        }
+        assert_eq!(div_exact(i128::MAX, i128::MAX), 1);
+        assert_eq!(div_exact(-(1i128 << 126), 1 << 120), -64);
+        assert_eq!(inverse_u64(3).wrapping_mul(3), 1);
+    }
+
     #[test]
     fn gcd_paths_agree() {
         assert_eq!(gcd_u128(0, 5), 5);
