@@ -25,6 +25,15 @@
 //! backwards, so a rejection leaves the state exactly as it was. Removing a flow
 //! recomputes the same region and restores every bound exactly (the arithmetic is
 //! exact and the result depends only on the set of flows).
+//!
+//! **Closed forms** (every server FIFO): a FIFO server moves every member's arrival
+//! curve by the same delay, which adds `r` times that delay to the burst of the
+//! member's token-bucket envelope. So a server's aggregate envelope follows from its
+//! members' first-hop envelopes and the delays of the servers upstream of it
+//! ([`ServerState::upstream`]), and a flow's SFA service curve from sums of
+//! per-server terms along its path ([`crate::paths`]), shared by the flows whose
+//! paths end alike: the same exact bounds with fewer operations, and no residual
+//! service per hop (a unit property test compares both ways).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 

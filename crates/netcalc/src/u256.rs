@@ -163,6 +163,17 @@ impl U256 {
         (U256(q), r as u64)
     }
 
+    /// The remainder by a one-limb divisor (`d > 0`): half the 128-bit library
+    /// divisions of [`U256::divrem_u64`], for the gcd, which needs no quotient.
+    fn rem_u64(self, d: u64) -> u64 {
+        let d = u128::from(d);
+        let mut r = 0u128;
+        for i in (0..4).rev() {
+            r = ((r << 64) | u128::from(self.0[i])) % d;
+        }
+        r as u64
+    }
+
     /// Quotient and remainder (`d > 0`).
     pub(crate) fn divrem(self, d: U256) -> (U256, U256) {
         if let Some(d64) = d.to_u64() {
@@ -252,7 +263,7 @@ impl U256 {
                 return U256::from_u128(gcd_u128(x, v.to_u128().unwrap_or(0)));
             }
             if let Some(y) = v.to_u64() {
-                let r = u.divrem_u64(y).1;
+                let r = u.rem_u64(y);
                 return U256::from_u128(gcd_u128(u128::from(y), u128::from(r)));
             }
             (u, v) = lehmer_step(u, v);
