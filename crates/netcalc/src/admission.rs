@@ -766,21 +766,32 @@ impl Admission {
         Ok(Some((s.delay.clone(), sfa)))
     }
 
-    /// The envelope sums `(Σ r, Σ b)` of a server's members in closed form (see
-    /// [`ServerState::upstream`]), from the delays of the servers upstream.
-    fn envelope_sums(&self, j: usize) -> (Q, Q) {
+    /// The envelope sums `(Σ r, Σ b)` of a server's members: `Σ b` in closed form
+    /// from the delays of the servers upstream (see [`ServerState::upstream`]), or,
+    /// where more servers than members lie upstream (long paths spread over the
+    /// network), from the members' current envelopes. The same value either way.
+    fn envelope_sums(&self, j: usize) -> Option<(Q, Q)> {
         let st = &self.sstate[j];
-        let burst = st.upstream.iter().fold(st.burst0.clone(), |b, (&i, r)| {
-            &b + &(&self.sstate[i].shift * r)
-        });
-        (st.env_rate.clone(), burst)
+        let burst = if st.upstream.len() <= st.members.len() {
+            st.upstream.iter().fold(st.burst0.clone(), |b, (&i, r)| {
+                &b + &(&self.sstate[i].shift * r)
+            })
+        } else {
+            let mut b = Q::zero();
+            for &(slot, k) in &st.members {
+                let curve = self.flows.get(slot)?.as_ref()?.st.arrivals.get(k)?;
+                b = &b + &curve.token_bucket_envelope().1;
+            }
+            b
+        };
+        Some((st.env_rate.clone(), burst))
     }
 
     /// [`Admission::compute_server`] in closed form (every server FIFO): the
     /// aggregate's envelope from the server's sums, and no residual service per
     /// member (the end-to-end bounds sum the servers' terms instead).
     fn compute_server_closed(&mut self, j: usize, pass: &mut Pass) -> Result<(), Unbounded> {
-        let (agg_r, agg_b) = self.envelope_sums(j);
+        let (agg_r, agg_b) = self.envelope_sums(j).ok_or(Unbounded(j))?;
         let Admission {
             servers,
             sstate,
