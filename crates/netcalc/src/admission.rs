@@ -747,13 +747,17 @@ impl Admission {
             });
         }
         let zero = Q::zero();
+        // Where the flow is a server's only member, its residual latency there is
+        // `T` (c − b/R with Σb = b): given as such, not as two large fractions that
+        // cancel at the end.
         let terms = |j: usize| {
-            let st = &self.sstate[j];
+            let (st, server) = (&self.sstate[j], &self.servers[j]);
+            let alone = st.members.len() == 1;
             Terms {
                 delay: st.fifo_delay.as_ref().unwrap_or(&zero),
                 shift: &st.shift,
-                cterm: &st.cterm,
-                rate: &self.servers[j].rate,
+                cterm: if alone { &server.latency } else { &st.cterm },
+                rate: (!alone).then_some(&server.rate),
             }
         };
         let s = sums.of(&f.path, terms).ok_or(Unbounded(first))?;

@@ -21,8 +21,10 @@ pub(crate) struct Terms<'a> {
     pub shift: &'a Q,
     /// `T + Σ b_k / R`: the server's part of its members' residual latencies.
     pub cterm: &'a Q,
-    /// The server's rate `R`.
-    pub rate: &'a Q,
+    /// The server's rate `R`; `None` where a flow's own `b/R` is not to be taken
+    /// out (a server whose only member is the flow: its residual latency is `T`,
+    /// given as `cterm`, which keeps the large fractions of `Σ b / R` out of the sums).
+    pub rate: Option<&'a Q>,
 }
 
 /// The sums over one tail of a path.
@@ -86,7 +88,10 @@ impl PathSums {
         Some(Sums {
             delay: t.delay + &rest.delay,
             cterm: t.cterm + &rest.cterm,
-            inv_rate: &Q::one().checked_div(t.rate)? + &rest.inv_rate,
+            inv_rate: match t.rate {
+                Some(rate) => &Q::one().checked_div(rate)? + &rest.inv_rate,
+                None => rest.inv_rate.clone(),
+            },
             weighted: &(t.shift * &rest.inv_rate) + &rest.weighted,
         })
     }
@@ -112,7 +117,7 @@ mod tests {
             delay: &delay[j],
             shift: &shift[j],
             cterm: &cterm[j],
-            rate: &rate[j],
+            rate: Some(&rate[j]),
         };
         let mut memo = PathSums::default();
         for path in [
