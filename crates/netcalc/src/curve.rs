@@ -706,50 +706,45 @@ pub struct FifoAggregate {
 pub fn fifo_aggregate(curves: &[&Curve], rate: &Q, latency: &Q) -> Option<FifoAggregate> {
     let mut envelopes = Vec::with_capacity(curves.len());
     let (mut agg_r, mut agg_b) = (Q::zero(), Q::zero());
-    let mut slope = Q::zero();
-    let mut events: Vec<(&Q, usize, usize)> = Vec::new();
-    for (c, curve) in curves.iter().enumerate() {
+    for curve in curves {
         let env = curve.token_bucket_envelope();
         agg_r = &agg_r + &env.0;
         agg_b = &agg_b + &env.1;
         envelopes.push(env);
-        slope = &slope + curve.peak();
-        for k in 1..curve.pts.len() {
-            events.push((&curve.pts[k].0, c, k));
-        }
     }
-    if &agg_r > rate {
+    let (delay, backlog) = fifo_deviations(curves, rate, latency, &agg_r, &agg_b)?;
+    Some(FifoAggregate {
+        envelopes,
+        rate: agg_r,
+        burst: agg_b,
+        delay,
+        backlog,
+    })
+}
+
+/// `h(Σα, β)` and `v(Σα, β)` of [`fifo_aggregate`] when the sums of the members'
+/// token-bucket envelopes, `agg_r = Σ r_k` and `agg_b = Σ b_k`, are known already
+/// (the admission keeps them up to date in closed form); `None` when unbounded.
+pub fn fifo_deviations(
+    curves: &[&Curve],
+    rate: &Q,
+    latency: &Q,
+    agg_r: &Q,
+    agg_b: &Q,
+) -> Option<(Q, Q)> {
+    if agg_r > rate {
         return None;
     }
-    let mut t_star = Q::zero();
-    if &slope > rate {
-        events.sort_by(|a, b| a.0.cmp(b.0));
-        let mut i = 0;
-        loop {
-            // Every event is a slope change of one member; all those at one time first.
-            let (t, _, _) = *events.get(i)?;
-            while let Some(&(u, c, k)) = events.get(i) {
-                if u != t {
-                    break;
-                }
-                let curve = curves[c];
-                slope = &(&slope + &curve.slopes[k]) - &curve.slopes[k - 1];
-                i += 1;
-            }
-            if &slope <= rate {
-                t_star = t.clone();
-                break;
-            }
-        }
-    }
+    let t_star = first_time_slope_at_most(curves, rate)?;
     // Σ α_k(t): members already in their last piece at t (every token bucket) are
     // on their envelope, whose sum is known; only the others are evaluated.
     let sum_at = |t: &Q| -> Q {
-        let mut y = &agg_b + &(&agg_r * t);
-        for (curve, (r, b)) in curves.iter().zip(envelopes.iter()) {
+        let mut y = agg_b + &(agg_r * t);
+        for curve in curves {
             let last = &curve.pts[curve.pts.len() - 1].0;
             if last > t {
-                y = &y + &(&curve.eval(t) - &(b + &(r * t)));
+                let (r, b) = curve.token_bucket_envelope();
+                y = &y + &(&curve.eval(t) - &(&b + &(&r * t)));
             }
         }
         y
@@ -762,13 +757,40 @@ pub fn fifo_aggregate(curves: &[&Curve], rate: &Q, latency: &Q) -> Option<FifoAg
         sum_at(latency)
     }
     .max(Q::zero());
-    Some(FifoAggregate {
-        envelopes,
-        rate: agg_r,
-        burst: agg_b,
-        delay,
-        backlog,
-    })
+    Some((delay, backlog))
+}
+
+/// The first time from which the sum of `curves` has a slope of at most `rate`
+/// (`None` if never): the members' slope changes walked in time order.
+fn first_time_slope_at_most(curves: &[&Curve], rate: &Q) -> Option<Q> {
+    let mut slope = Q::zero();
+    let mut events: Vec<(&Q, usize, usize)> = Vec::new();
+    for (c, curve) in curves.iter().enumerate() {
+        slope = &slope + curve.peak();
+        for k in 1..curve.pts.len() {
+            events.push((&curve.pts[k].0, c, k));
+        }
+    }
+    if &slope <= rate {
+        return Some(Q::zero());
+    }
+    events.sort_by(|a, b| a.0.cmp(b.0));
+    let mut i = 0;
+    loop {
+        // Every event is a slope change of one member; all those at one time first.
+        let (t, _, _) = *events.get(i)?;
+        while let Some(&(u, c, k)) = events.get(i) {
+            if u != t {
+                break;
+            }
+            let curve = curves[c];
+            slope = &(&slope + &curve.slopes[k]) - &curve.slopes[k - 1];
+            i += 1;
+        }
+        if &slope <= rate {
+            return Some(t.clone());
+        }
+    }
 }
 
 /// Delay bound: the horizontal deviation `h(α, β) = sup_t inf{d ≥ 0 : α(t) ≤ β(t + d)}`
@@ -786,9 +808,15 @@ pub fn delay_bound(alpha: &Curve, beta: &Service) -> Option<Q> {
 /// (the same value the general search finds, with one division instead of one per
 /// breakpoint).
 pub fn delay_bound_rate_latency(alpha: &Curve, rate: &Q, latency: &Q) -> Option<Q> {
+    Some((latency + &delay_offset_rate_latency(alpha, rate)?).max(Q::zero()))
+}
+
+/// The part of [`delay_bound_rate_latency`] that does not depend on the latency:
+/// the bound is `max(0, T + offset)` with `offset = α(t)/R − t` at that breakpoint.
+pub fn delay_offset_rate_latency(alpha: &Curve, rate: &Q) -> Option<Q> {
     let k = alpha.first_slope_at_most(rate)?;
     let (t, y) = &alpha.pts[k];
-    Some((latency + &(y / rate) - t).max(Q::zero()))
+    Some(&(y / rate) - t)
 }
 
 fn delay_bound_general(alpha: &Curve, beta: &Service) -> Option<Q> {

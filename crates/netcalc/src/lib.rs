@@ -26,6 +26,7 @@ pub mod fifo;
 pub mod methods;
 pub mod model;
 pub mod parse;
+mod paths;
 pub mod q;
 pub mod sim;
 mod u256;

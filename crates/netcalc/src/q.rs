@@ -142,17 +142,42 @@ fn gcd(a: i128, b: i128) -> i128 {
     gcd_u128(a, b) as i128
 }
 
-/// `a / b` for an exact division (`b > 0`), on 64 bits when both fit (a 128-bit
-/// division is a library call several times slower).
+/// `a / b` for an exact division (`b > 0`), on 64 bits when both fit; otherwise
+/// without dividing (a 128-bit division is a library call several times slower):
+/// with `b = 2^k m`, `m` odd, `|a| / b = (|a| >> k) · m⁻¹` modulo 2^128, exact since
+/// the quotient fits.
 #[inline]
 fn div_exact(a: i128, b: i128) -> i128 {
     if b == 1 {
         return a;
     }
-    match (i64::try_from(a), i64::try_from(b)) {
-        (Ok(x), Ok(y)) => i128::from(x / y),
-        _ => a / b,
+    if let (Ok(x), Ok(y)) = (i64::try_from(a), i64::try_from(b)) {
+        return i128::from(x / y);
     }
+    let k = b.trailing_zeros();
+    let m = (b as u128) >> k;
+    let q = (a.unsigned_abs() >> k).wrapping_mul(inverse_u128(m)) as i128;
+    if a < 0 {
+        -q
+    } else {
+        q
+    }
+}
+
+/// The inverse of an odd `m` modulo 2^64. Newton's step `x ← x (2 − m x)` doubles
+/// the number of right low bits; `x = m` is right to 3 bits (`m² ≡ 1 mod 8`).
+pub(crate) fn inverse_u64(m: u64) -> u64 {
+    let mut x = m;
+    for _ in 0..5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(m.wrapping_mul(x)));
+    }
+    x
+}
+
+/// The inverse of an odd `m` modulo 2^128 (one more Newton step from 64 bits).
+fn inverse_u128(m: u128) -> u128 {
+    let x = u128::from(inverse_u64(m as u64));
+    x.wrapping_mul(2u128.wrapping_sub(m.wrapping_mul(x)))
 }
 
 fn fits(v: i128) -> bool {
@@ -316,6 +341,22 @@ impl Q {
     }
 
     pub fn sub_ref(&self, rhs: &Q) -> Q {
+        // Negating a shared 256-bit value would allocate a copy only to add it:
+        // negate the operand of the addition instead.
+        if let (Repr::Small(a, b), Repr::Small(c, d)) = (&self.0, &rhs.0) {
+            if let Some(q) = add_small(*a, *b, -*c, *d) {
+                return q;
+            }
+        }
+        if let (Some(x), Some(y)) = (self.wide(), rhs.wide()) {
+            let y = Wide {
+                neg: !y.neg && !y.n.is_zero(),
+                ..y
+            };
+            if let Some(q) = mid_add(x, y) {
+                return q;
+            }
+        }
         self.add_ref(&rhs.neg_ref())
     }
 
@@ -834,6 +875,24 @@ mod tests {
         assert_eq!(a.cmp(&b), big(&a).cmp(&big(&b)));
         assert_eq!((-&a).cmp(&-&b), big(&-&a).cmp(&big(&-&b)));
         assert_eq!(b.cmp(&a), big(&b).cmp(&big(&a)));
+    }
+
+    /// Exact division without dividing, against the division it replaces: signs,
+    /// powers of two in the divisor, values across the 64-bit boundary.
+    #[test]
+    fn exact_division_by_inverse() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..20_000 {
+            let shift = rng.gen_range(0..126);
+            let b: i128 = rng.gen_range(1..=i128::MAX >> shift);
+            let bound = i128::MAX / b;
+            let k: i128 = rng.gen_range(-bound..=bound);
+            assert_eq!(div_exact(k * b, b), k, "{k} * {b}");
+        }
+        assert_eq!(div_exact(i128::MAX, i128::MAX), 1);
+        assert_eq!(div_exact(-(1i128 << 126), 1 << 120), -64);
+        assert_eq!(inverse_u64(3).wrapping_mul(3), 1);
     }
 
     #[test]

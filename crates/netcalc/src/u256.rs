@@ -163,6 +163,17 @@ impl U256 {
         (U256(q), r as u64)
     }
 
+    /// The remainder by a one-limb divisor (`d > 0`): half the 128-bit library
+    /// divisions of [`U256::divrem_u64`], for the gcd, which needs no quotient.
+    fn rem_u64(self, d: u64) -> u64 {
+        let d = u128::from(d);
+        let mut r = 0u128;
+        for i in (0..4).rev() {
+            r = ((r << 64) | u128::from(self.0[i])) % d;
+        }
+        r as u64
+    }
+
     /// Quotient and remainder (`d > 0`).
     pub(crate) fn divrem(self, d: U256) -> (U256, U256) {
         if let Some(d64) = d.to_u64() {
@@ -186,13 +197,52 @@ impl U256 {
         self.checked_add(add).unwrap_or(self)
     }
 
-    /// `self / d` for a `d > 0` known to divide `self`.
+    /// `self / d` for a `d > 0` known to divide `self`: no division at all. With
+    /// `d = 2^k m`, `m` odd, the quotient is `(self >> k) · m⁻¹` modulo 2^256 (exact,
+    /// since the quotient is below 2^256), `m⁻¹` by Newton's iteration.
     pub(crate) fn div_exact(self, d: U256) -> U256 {
-        match d.to_u64() {
-            Some(1) => self,
-            Some(d64) => self.divrem_u64(d64).0,
-            None => self.divrem(d).0,
+        if d == U256::ONE {
+            return self;
         }
+        let k = d.trailing_zeros();
+        let (n, m) = (self.shr(k), d.shr(k));
+        n.wrapping_mul(m.inverse_odd())
+    }
+
+    fn trailing_zeros(self) -> u32 {
+        match self.0.iter().position(|&l| l != 0) {
+            None => 0,
+            Some(i) => 64 * i as u32 + self.0[i].trailing_zeros(),
+        }
+    }
+
+    /// `self · o` modulo 2^256.
+    fn wrapping_mul(self, o: U256) -> U256 {
+        let mut out = [0u64; 4];
+        for i in 0..4 {
+            if self.0[i] == 0 {
+                continue;
+            }
+            let mut carry = 0u128;
+            for j in 0..4 - i {
+                let p = u128::from(self.0[i]) * u128::from(o.0[j]) + u128::from(out[i + j]) + carry;
+                out[i + j] = p as u64;
+                carry = p >> 64;
+            }
+        }
+        U256(out)
+    }
+
+    /// The inverse of an odd value modulo 2^256: each Newton step
+    /// `x ← x (2 − m x)` doubles the bits that are right, from 64 (see
+    /// [`crate::q::inverse_u64`]).
+    fn inverse_odd(self) -> U256 {
+        let mut x = U256([crate::q::inverse_u64(self.0[0]), 0, 0, 0]);
+        let two = U256([2, 0, 0, 0]);
+        for _ in 0..2 {
+            x = x.wrapping_mul(two.wrapping_sub(self.wrapping_mul(x)));
+        }
+        x
     }
 
     /// gcd(self, o); gcd(0, o) = o.
@@ -213,7 +263,7 @@ impl U256 {
                 return U256::from_u128(gcd_u128(x, v.to_u128().unwrap_or(0)));
             }
             if let Some(y) = v.to_u64() {
-                let r = u.divrem_u64(y).1;
+                let r = u.rem_u64(y);
                 return U256::from_u128(gcd_u128(u128::from(y), u128::from(r)));
             }
             (u, v) = lehmer_step(u, v);
