@@ -89,6 +89,7 @@ pub mod wait;
 pub mod xdp;
 pub mod xdp_prog;
 
+mod mmap;
 mod sockopt;
 mod sys;
 

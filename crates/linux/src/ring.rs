@@ -80,52 +80,14 @@ pub enum RingVersion {
     V3,
 }
 
-/// The shared memory of the ring; unmapped on drop.
-struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory owned by this value; which parts the process may
-// touch is decided by the ring's status words, not by the thread.
-unsafe impl Send for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are exactly what mmap returned; nothing borrows the
-        // mapping once its owner is dropped (slices handed out live only for a call).
-        unsafe {
-            libc::munmap(self.ptr.cast(), self.len);
-        }
-    }
-}
+use crate::mmap::Mmap as Mapping;
 
 impl Mapping {
     /// Maps the `len` bytes of the ring `sock` just set up (`what` names it in an
     /// error).
     fn of(sock: &PacketSocket, len: usize, what: &'static str) -> Result<Mapping, NetError> {
-        // SAFETY: a fresh shared mapping of the ring the socket just set up, of the
-        // size it was set up with; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                sock.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(NetError::Io {
-                op: what,
-                source: last_error(),
-            });
-        }
-        Ok(Mapping {
-            ptr: ptr.cast(),
-            len,
-        })
+        Mapping::new(Some(sock.as_raw_fd()), len, 0)
+            .map_err(|source| NetError::Io { op: what, source })
     }
 
     /// The status word at `off`, as an atomic shared with the kernel.

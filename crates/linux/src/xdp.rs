@@ -76,24 +76,7 @@ pub const BUSY_TRIES: u32 = 100;
 /// `sendto` calls per send at most: the copy mode sends 32 frames per call.
 const KICKS: usize = RING as usize / 32 + 2;
 
-/// A memory mapping; unmapped on drop.
-struct Region {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: plain memory owned by this value; which parts the process may touch is
-// decided by the rings, not by the thread.
-unsafe impl Send for Region {}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: exactly what mmap returned; nothing borrows it past its owner.
-        unsafe {
-            libc::munmap(self.ptr.cast(), self.len);
-        }
-    }
-}
+use crate::mmap::Mmap as Region;
 
 impl Region {
     /// `len` bytes of `fd` at `pgoff` (shared), or anonymous memory (`fd` -1).
@@ -103,29 +86,7 @@ impl Region {
         pgoff: libc::off_t,
         what: &'static str,
     ) -> Result<Region, XdpError> {
-        let flags = if fd < 0 {
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE
-        } else {
-            libc::MAP_SHARED | libc::MAP_POPULATE
-        };
-        // SAFETY: a fresh mapping of the given size; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd,
-                pgoff,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(XdpError::from_errno(what, last_error()));
-        }
-        Ok(Region {
-            ptr: ptr.cast(),
-            len,
-        })
+        Region::new((fd >= 0).then_some(fd), len, pgoff).map_err(|e| XdpError::from_errno(what, e))
     }
 
     /// The receive time the XDP program put in front of the frame at `addr`
