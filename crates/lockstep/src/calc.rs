@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use lockstep_netcalc::methods::diverge::{self, Divergence};
 use lockstep_netcalc::methods::{self, Bound, Method};
 use lockstep_netcalc::units::{round4, Shown, Unit};
 use lockstep_netcalc::{Network, Report, ServerBounds, Q};
@@ -91,6 +92,15 @@ struct Calc {
     tfa_hops: Option<Vec<Result<Vec<Q>, methods::NoBound>>>,
     /// What a stop left undone (`LP: 12 of 40 flows bounded; PMOO not run`).
     interrupted: Option<String>,
+    /// Why a cyclic network's fixed point diverges, when it does.
+    diverged: Option<Diverged>,
+}
+
+/// A diverging fixed point explained: how loaded the cycles are, the scale of the
+/// flows' rates at which it converges, and the TFA's bounds of that scaled network.
+struct Diverged {
+    why: Divergence,
+    scaled: Vec<Bound>,
 }
 
 impl Calc {
@@ -317,6 +327,11 @@ fn compute(path: &std::path::Path, methods: &[Method]) -> Result<Option<Calc>> {
     } else {
         None
     };
+    let diverged = if undone.is_empty() && diverging(&runs) {
+        explain(shared, opts, &file, &mut undone)?
+    } else {
+        None
+    };
     let interrupted = (!undone.is_empty()).then(|| undone.join("; "));
     Ok(Some(Calc {
         file,
@@ -325,7 +340,50 @@ fn compute(path: &std::path::Path, methods: &[Method]) -> Result<Option<Calc>> {
         runs,
         tfa_hops,
         interrupted,
+        diverged,
     }))
+}
+
+/// Whether a method found a flow unbounded (a cyclic network's fixed point that
+/// diverges, or the LP without a start because of it).
+fn diverging(runs: &[MethodRun]) -> bool {
+    runs.iter()
+        .flat_map(|r| &r.bounds)
+        .any(|b| matches!(b, Err(methods::NoBound::Unbounded(_))))
+}
+
+/// Why the fixed point diverges ([`diverge::divergence`]) and the TFA's bounds at
+/// the scale where it converges; `None` when it does not apply or a stop came first
+/// (then said in `undone`).
+fn explain(
+    net: Arc<Network>,
+    opts: methods::Options,
+    file: &str,
+    undone: &mut Vec<String>,
+) -> Result<Option<Diverged>> {
+    let found = stop::unless_stopped(move || {
+        let Some(why) = diverge::divergence(&net, opts.line_shaping, &stop::stop_requested)? else {
+            return Ok(None);
+        };
+        let at = diverge::scaled(&net, &why.scale);
+        let scaled = methods::bounds_until(&at, Method::Tfa, opts, &stop::stop_requested)?;
+        Ok(Some(Diverged { why, scaled }))
+    });
+    match found {
+        Ok(Ok(d)) => {
+            if stop::stop_requested() {
+                undone.push("why the fixed point diverges: not finished".into());
+                return Ok(None);
+            }
+            Ok(d)
+        }
+        Ok(Err(e)) => Err(located(file, e).into()),
+        Err(Cut::Stopped) => {
+            undone.push("why the fixed point diverges: not finished".into());
+            Ok(None)
+        }
+        Err(e @ Cut::Panicked) => anyhow::bail!("{file}: explaining the divergence {e}"),
+    }
 }
 
 /// `flow[2] "f2".path[1]: unknown server "s9"` (the line goes in front).
@@ -377,6 +435,9 @@ fn document(c: &Calc) -> ResultDoc {
     doc.check_failed = late + overflowing > 0;
     if let Some(i) = &c.interrupted {
         doc.insert("interrupted", i);
+    }
+    if let Some(d) = &c.diverged {
+        doc.insert("divergence", divergence_json(&c.net, d));
     }
     doc
 }
@@ -572,6 +633,9 @@ fn human(c: &Calc) -> String {
     for n in notes {
         let _ = writeln!(out, "  {n}");
     }
+    if let Some(d) = &c.diverged {
+        out.push_str(&diverged_text(&c.net, d));
+    }
     let lp_bounded = c
         .runs
         .iter()
@@ -599,6 +663,104 @@ fn human(c: &Calc) -> String {
         ),
     }
     out
+}
+
+/// `99.84 %`: a fraction as a percentage, at most two decimals.
+fn percent(q: &Q) -> String {
+    let p = format!("{:.2}", q.to_f64() * 100.0);
+    let p = p.trim_end_matches('0').trim_end_matches('.');
+    format!("{p} %")
+}
+
+/// The busiest servers on the cycles: `r1→r2, r2→r3: 15 flow crossings each`, at
+/// most four named.
+fn busiest_text(net: &Network, why: &Divergence) -> String {
+    let names: Vec<&str> = why
+        .busiest
+        .iter()
+        .map(|b| net.servers[b.server].name.as_str())
+        .collect();
+    let mut text = names.iter().take(4).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > 4 {
+        let _ = write!(text, ", … ({} in all)", names.len());
+    }
+    let crossings: Vec<usize> = why.busiest.iter().map(|b| b.crossings).collect();
+    match crossings.as_slice() {
+        [one] => format!("{text}: {one} flow crossings"),
+        [first, rest @ ..] if rest.iter().all(|c| c == first) => {
+            format!("{text}: {first} flow crossings each")
+        }
+        _ => text,
+    }
+}
+
+/// Why the fixed point diverges, and the TFA's bounds of the scaled network.
+fn diverged_text(net: &Network, d: &Diverged) -> String {
+    let why = &d.why;
+    let mut out = format!(
+        "  why unbounded: the fixed point diverges — the servers on the cycles run at up to {} ({}); ",
+        percent(&why.utilisation),
+        busiest_text(net, why)
+    );
+    let step = percent(&Q::ratio(1, i128::from(diverge::SCALE_STEPS)).unwrap_or_else(Q::zero));
+    if !why.scale.is_positive() {
+        let _ = writeln!(
+            out,
+            "even with every flow at {step} of its rate the TFA fixed point diverges"
+        );
+        return out;
+    }
+    let scale = percent(&why.scale);
+    let bounded = !d.scaled.is_empty() && d.scaled.iter().all(Result::is_ok);
+    let _ = writeln!(
+        out,
+        "with every flow at ≤ {scale} of its rate (bursts as they are; to {step}) the TFA fixed point converges{}",
+        if bounded { " (bounds below)" } else { "" }
+    );
+    if !bounded {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nflows at {scale} of their rates, bursts as they are (a scaled network, not this one): TFA fixed point"
+    );
+    let mut rows = vec![vec!["flow".to_string(), "TFA".into()]];
+    for (fl, b) in net.flows.iter().zip(&d.scaled) {
+        if let Ok(b) = b {
+            rows.push(vec![fl.name.clone(), Shown::new(b, Unit::Us).to_string()]);
+        }
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+/// The document's `divergence`: the busiest servers on the cycles, their
+/// utilisation, the scale at which the fixed point converges and the TFA's bounds
+/// there.
+fn divergence_json(net: &Network, d: &Diverged) -> Value {
+    let busiest: Vec<Value> = d
+        .why
+        .busiest
+        .iter()
+        .map(|b| json!({ "server": net.servers[b.server].name, "crossings": b.crossings }))
+        .collect();
+    let scaled: Vec<Value> = net
+        .flows
+        .iter()
+        .zip(&d.scaled)
+        .map(|(fl, b)| {
+            let bound = b.as_ref().ok();
+            json!({ "name": fl.name, "tfa": opt_bound(bound, Unit::Us) })
+        })
+        .collect();
+    json!({
+        "busiest_servers": busiest,
+        "utilisation": { "exact": d.why.utilisation.to_string(), "value": round4(d.why.utilisation.to_f64()) },
+        "converging_scale": { "exact": d.why.scale.to_string(), "value": round4(d.why.scale.to_f64()) },
+        "scale_step": format!("1/{}", diverge::SCALE_STEPS),
+        "bursts": "kept",
+        "scaled_tfa": scaled,
+    })
 }
 
 /// The servers' tables: backlog against the buffer, and the single-port formulas.

@@ -306,6 +306,61 @@ burst = "25bit"
     assert!(e.contains("need 27 Mbit/s in sum"), "{e}");
 }
 
+/// A ring of four 20 Mbit/s servers, each crossed by four flows of `rate`.
+fn ring_of_four(rate: &str) -> String {
+    let mut text = String::new();
+    for s in 0..4 {
+        text +=
+            &format!("[[server]]\nname = \"s{s}\"\nrate = \"20Mbit/s\"\nlatency = \"20us\"\n\n");
+    }
+    for f in 0..4 {
+        let path: Vec<String> = (0..4).map(|h| format!("\"s{}\"", (f + h) % 4)).collect();
+        text += &format!(
+            "[[flow]]\nname = \"f{f}\"\npath = [{}]\nrate = \"{rate}\"\nburst = \"25B\"\n\n",
+            path.join(", ")
+        );
+    }
+    text
+}
+
+#[test]
+fn a_diverging_ring_says_why_and_at_what_scale_it_converges() {
+    // server s gets from the server d hops before it the bursts of the 4 − d flows
+    // that crossed that one first, grown by its delay: D = c + A D with A circulant,
+    // rows (0, 3, 2, 1)·r/R. At r = 4 Mbit/s, ρ(A) = 6·4/20 = 6/5: the fixed point
+    // converges exactly below 5/6 of the rates, 83.3 % to 0.1 %
+    let o = calc(&[
+        network("ring4.toml", &ring_of_four("4Mbit/s"))
+            .to_str()
+            .unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let why = &doc["results"]["divergence"];
+    assert_eq!(why["utilisation"]["exact"], "4/5", "{why}");
+    assert_eq!(why["converging_scale"]["exact"], "833/1000", "{why}");
+    assert_eq!(why["bursts"], "kept", "{why}");
+    let text = stderr(&o);
+    assert!(
+        text.contains("run at up to 80 % (s0, s1, s2, s3: 4 flow crossings each); with every flow at ≤ 83.3 % of its rate"),
+        "{text}"
+    );
+    // at 3 Mbit/s (ρ = 9/10) it converges: nothing to explain
+    let o = calc(&[
+        network("ring3.toml", &ring_of_four("3Mbit/s"))
+            .to_str()
+            .unwrap(),
+        "--json",
+    ]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["results"]["divergence"].is_null(), "{doc}");
+    assert!(
+        doc["results"]["flows"][0]["tfa"]["value"].is_number(),
+        "{doc}"
+    );
+}
+
 #[test]
 fn a_missing_file_exits_2() {
     let o = calc(&["/nonexistent/network.toml"]);
@@ -332,6 +387,31 @@ fn a_scenario_is_read_as_its_fifo_network() {
         .unwrap()
         .contains("cyclic network"));
     assert!(stderr(&o).contains("the network is cyclic"));
+    // why, in numbers: the ring links carry 15 crossings of 12 frames of 8320 bits
+    // (1002 B of IP and Ethernet's 38 B) per 15 ms: 99.84 Mbit/s of 100
+    let why = &doc["results"]["divergence"];
+    assert_eq!(why["utilisation"]["exact"], "624/625", "{why}");
+    assert_eq!(why["busiest_servers"].as_array().unwrap().len(), 4, "{why}");
+    assert_eq!(why["busiest_servers"][0]["crossings"], 15, "{why}");
+    // the line-shaped fixed point converges at 42.9 % of every rate, not at 43 %
+    assert_eq!(why["converging_scale"]["exact"], "429/1000", "{why}");
+    assert!(why["scaled_tfa"][0]["tfa"]["value"].is_number(), "{why}");
+    let o = calc(&[dir.join("mesh4.toml").to_str().unwrap(), "--method", "tfa"]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("run at up to 99.84 % (r1→r2, r2→r3, r3→r4, r4→r1: 15 flow crossings each)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("with every flow at ≤ 42.9 % of its rate (bursts as they are; to 0.1 %)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "flows at 42.9 % of their rates, bursts as they are (a scaled network, not this one)"
+        ),
+        "{text}"
+    );
     // gateway: one flow through one router, bounded
     let o = calc(&[dir.join("gateway.toml").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

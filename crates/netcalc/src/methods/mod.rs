@@ -16,6 +16,7 @@
 
 pub mod arrivals;
 mod cyclic;
+pub mod diverge;
 pub mod fixpoint;
 pub mod lp;
 pub mod plp;

@@ -301,3 +301,74 @@ fn the_lp_bounds_a_shaped_servers_whole_output() {
         );
     }
 }
+
+#[test]
+fn a_diverging_ring_says_how_loaded_it_is_and_at_what_scale_it_converges() {
+    // four flows of rate 4 each crossing all four servers (R = 20): every server is
+    // 16/20 loaded. Server s gets from server u, d hops before it, the bursts grown
+    // by the 4 − d flows that crossed u first: A is circulant with the row
+    // (0, 3, 2, 1)·4/20, ρ(A) = 24/20 = 6/5, and with the rates scaled by s the
+    // fixed point converges exactly when s < 5/6 = 0.8333…
+    let net = ring(4, 4, 4);
+    assert!(bounds(&net, Method::Tfa).unwrap()[0].is_err());
+    let d = diverge::divergence(&net, false, &|| false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.utilisation, q(4, 5));
+    assert_eq!(d.busiest.len(), 4);
+    assert!(d.busiest.iter().all(|b| b.crossings == 4));
+    assert_eq!(d.scale, q(833, 1000));
+    let at = diverge::scaled(&net, &d.scale);
+    assert!(bounds(&at, Method::Tfa).unwrap().iter().all(Result::is_ok));
+    let above = diverge::scaled(&net, &q(834, 1000));
+    assert!(bounds(&above, Method::Tfa).unwrap()[0].is_err());
+    // at 5/6 exactly I − A is singular: diverges
+    let edge = diverge::scaled(&net, &q(5, 6));
+    assert!(bounds(&edge, Method::Tfa).unwrap()[0].is_err());
+}
+
+#[test]
+fn only_the_servers_on_a_cycle_count_and_a_converging_network_has_no_divergence() {
+    // a feed-forward network, and a ring that converges: nothing to explain
+    let net = tandem(3, Multiplexing::Fifo, &[(0, 2), (0, 2)]);
+    assert_eq!(diverge::divergence(&net, false, &|| false).unwrap(), None);
+    assert_eq!(
+        diverge::divergence(&ring(2, 2, 5), false, &|| false).unwrap(),
+        None
+    );
+    // the diverging ring of four plus a server s4 after it, loaded more than the
+    // ring (f4 crosses it alone at rate 19) but on no cycle
+    let mut net = ring(4, 4, 4);
+    net.servers.push(Server {
+        name: "s4".into(),
+        ..net.servers[0].clone()
+    });
+    net.flows.push(Flow {
+        name: "f4".into(),
+        path: vec!["s3".into(), "s4".into()],
+        rate: i(1),
+        ..net.flows[0].clone()
+    });
+    net.flows.push(Flow {
+        name: "f5".into(),
+        path: vec!["s4".into()],
+        rate: i(18),
+        ..net.flows[0].clone()
+    });
+    let d = diverge::divergence(&net, false, &|| false)
+        .unwrap()
+        .unwrap();
+    let names: Vec<&str> = d
+        .busiest
+        .iter()
+        .map(|b| net.servers[b.server].name.as_str())
+        .collect();
+    assert_eq!(names, ["s3"]);
+    assert_eq!(d.utilisation, q(17, 20));
+    assert_eq!(d.busiest[0].crossings, 5);
+    // a stop gives nothing
+    assert_eq!(
+        diverge::divergence(&ring(4, 4, 4), false, &|| true).unwrap(),
+        None
+    );
+}
