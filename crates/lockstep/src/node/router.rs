@@ -229,6 +229,9 @@ fn open_ports(node_cfg: &NodeConfig, live: &LiveConfig, io: IoChoice) -> Result<
         qdisc_bypass: live.qdisc_bypass,
         rx_timestamps: true,
         tx_timestamps: live.tx_timestamps,
+        // Frames start coming in once every router of the thread is set up
+        // ([`Router::start_receiving`]), not while a later port's ring is allocated.
+        until_start: true,
     };
     for (i, p) in node_cfg.ports.iter().enumerate() {
         let opened = port::open(&p.ifname, io, &setup).map_err(|e| match &e {
@@ -378,6 +381,9 @@ fn run_thread(ctxs: &mut [Ctx], waiter: &Waiter) -> Result<(Vec<Outcome>, Option
         ));
     }
 
+    for r in &mut g.routers {
+        r.start_receiving()?;
+    }
     let start = ctxs[0].wait_start(waiter);
     let mut stop = StopReason::Signal;
     if let Some(start) = start {
@@ -696,6 +702,18 @@ impl Router {
                 }
             }
         }
+    }
+
+    /// Every port starts taking frames (they were opened taking none, so that what
+    /// arrives while the router sets up does not wait in them: after a restart, the
+    /// neighbours send all along, and a frame older than its send frame is a slip).
+    fn start_receiving(&mut self) -> Result<()> {
+        for p in &mut self.ports {
+            p.port
+                .start()
+                .with_context(|| format!("starting to receive on {}", p.c.ifname))?;
+        }
+        Ok(())
     }
 
     /// One non-blocking batch from every port into the node; frames received.
