@@ -131,10 +131,8 @@ pub struct NodeArgs {
     pub io: Option<lockstep_linux::port::IoMode>,
 }
 
-/// Without `--io` a router uses the packet socket: the frame-slot ring forwards
-/// faster, but lab runs of a router restart saw packets leave a frame later than
-/// their schedule after the restart (one run in three, the majority of its packets)
-/// and that is not understood yet.
+/// Without `--io` a router uses the packet socket (the frame-slot ring forwards
+/// faster; see docs/BENCHMARKS.md for what the router-restart runs showed of it).
 fn io_choice(args: &NodeArgs) -> lockstep_linux::port::IoChoice {
     lockstep_linux::port::IoChoice::Force(args.io.unwrap_or(lockstep_linux::port::IoMode::Packet))
 }
