@@ -336,6 +336,27 @@ impl StampCmsg {
     }
 }
 
+/// Binds packet socket `raw` to interface `index` for `protocol` (0: keep the
+/// socket's protocol; a socket made with 0 then receives nothing).
+fn bind_ll(raw: RawFd, index: libc::c_int, protocol: u16) -> std::io::Result<()> {
+    let mut sll = zeroed_sockaddr_ll();
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = index;
+    // SAFETY: `sll` is a valid sockaddr_ll and its size is passed.
+    let rc = unsafe {
+        libc::bind(
+            raw,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(last_error());
+    }
+    Ok(())
+}
+
 /// `struct packet_mreq`.
 #[repr(C)]
 struct PacketMreq {
@@ -357,6 +378,12 @@ impl PacketSocket {
         PacketSocket::bind_index_with(ifindex, |_| Ok(()))
     }
 
+    /// Opens one on the interface with index `ifindex` that takes no frame until
+    /// [`PacketSocket::start_receiving`].
+    pub fn bind_index_idle(ifindex: u32) -> Result<PacketSocket, PacketError> {
+        PacketSocket::bind_index_idle_with(ifindex, |_| Ok(()))
+    }
+
     /// Like [`PacketSocket::bind_index`], with `setup` run on the descriptor after it
     /// is made and before it is bound: while it receives nothing yet (what a receive
     /// ring must be set up in, so no frame lands on the plain queue first).
@@ -372,6 +399,29 @@ impl PacketSocket {
     /// frames through).
     pub(crate) fn bind_send_only(ifindex: u32) -> Result<PacketSocket, PacketError> {
         PacketSocket::bind_proto(ifindex, 0, |_| Ok(()))
+    }
+
+    /// Like [`PacketSocket::bind_index_with`], but the socket takes no frame until
+    /// [`PacketSocket::start_receiving`]: bound to the interface with protocol 0, it
+    /// can be set up (a receive ring allocated and mapped, options set) while frames
+    /// that arrive meanwhile are left to the kernel instead of waiting in the socket.
+    pub(crate) fn bind_index_idle_with(
+        ifindex: u32,
+        setup: impl FnOnce(RawFd) -> Result<(), NetError>,
+    ) -> Result<PacketSocket, PacketError> {
+        PacketSocket::bind_proto(ifindex, 0, setup)
+    }
+
+    /// Starts taking every frame of the interface (binds the socket again, for
+    /// `ETH_P_ALL`): frames that arrived before are not in the socket. On a socket
+    /// that already receives, nothing changes.
+    pub fn start_receiving(&self) -> Result<(), NetError> {
+        // (the index fitted a c_int when the socket was bound)
+        let index = libc::c_int::try_from(self.ifindex).unwrap_or(libc::c_int::MAX);
+        bind_ll(self.fd.as_raw_fd(), index, ETH_P_ALL).map_err(|source| NetError::Io {
+            op: "bind(AF_PACKET, ETH_P_ALL)",
+            source,
+        })
     }
 
     fn bind_proto(
@@ -416,29 +466,14 @@ impl PacketSocket {
         // Linux ≥ 4.20; older kernels are covered by the sll_pkttype check on receive.
         let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &on);
         setup(raw)?;
-        let mut sll = zeroed_sockaddr_ll();
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = protocol.to_be();
-        sll.sll_ifindex = index;
-        // SAFETY: `sll` is a valid sockaddr_ll and its size is passed.
-        let rc = unsafe {
-            libc::bind(
-                raw,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            let e = last_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::ENODEV) => PacketError::NoInterface(format!("index {ifindex}")),
-                _ => NetError::Io {
-                    op: "bind(AF_PACKET)",
-                    source: e,
-                }
-                .into(),
-            });
-        }
+        bind_ll(raw, index, protocol).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENODEV) => PacketError::NoInterface(format!("index {ifindex}")),
+            _ => NetError::Io {
+                op: "bind(AF_PACKET)",
+                source: e,
+            }
+            .into(),
+        })?;
         Ok(PacketSocket {
             fd,
             ifindex,

@@ -133,6 +133,12 @@ pub struct PortSetup {
     pub rx_timestamps: bool,
     /// TX timestamps for the frames sent with a request ([`FramePort::send`]).
     pub tx_timestamps: bool,
+    /// Take no frame until [`FramePort::start`] (packet socket and rings; an
+    /// `AF_XDP` port takes frames from its opening): what a router opening several
+    /// ports while its neighbours already send needs, so that frames arriving while
+    /// it sets up (a ring's allocation takes milliseconds) are not handed to it
+    /// later than they can leave.
+    pub until_start: bool,
 }
 
 impl Default for PortSetup {
@@ -142,6 +148,7 @@ impl Default for PortSetup {
             qdisc_bypass: false,
             rx_timestamps: true,
             tx_timestamps: false,
+            until_start: false,
         }
     }
 }
@@ -181,6 +188,13 @@ pub trait FramePort: AsFd + Send {
     /// call it when a wait reports an error on the port and the error queue is
     /// empty, or the next wait reports it again at once.
     fn take_error(&mut self) -> Result<Option<NetError>, NetError>;
+
+    /// Starts taking frames, for a port opened with [`PortSetup::until_start`]
+    /// (frames that arrived before are not handed out); on any other port nothing
+    /// changes.
+    fn start(&mut self) -> Result<(), NetError> {
+        Ok(())
+    }
 }
 
 /// A plain packet socket as a port: `recvmmsg` into its own slots.
@@ -245,6 +259,10 @@ impl FramePort for PacketPort {
 
     fn take_error(&mut self) -> Result<Option<NetError>, NetError> {
         self.sock.take_error()
+    }
+
+    fn start(&mut self) -> Result<(), NetError> {
+        self.sock.start_receiving()
     }
 }
 
@@ -322,7 +340,11 @@ fn open_mode(
 ) -> Result<Box<dyn FramePort>, PortError> {
     Ok(match mode {
         IoMode::Packet => {
-            let sock = PacketSocket::bind_index(ifindex)?;
+            let sock = if setup.until_start {
+                PacketSocket::bind_index_idle(ifindex)?
+            } else {
+                PacketSocket::bind_index(ifindex)?
+            };
             set_up(ifname, &sock, setup, notes);
             Box::new(PacketPort::new(sock))
         }
@@ -332,7 +354,12 @@ fn open_mode(
             } else {
                 RingVersion::V2
             };
-            let ring = RingSocket::bind_index(ifindex, v).map_err(|e| match e {
+            let ring = if setup.until_start {
+                RingSocket::bind_index_idle(ifindex, v)
+            } else {
+                RingSocket::bind_index(ifindex, v)
+            };
+            let ring = ring.map_err(|e| match e {
                 PacketError::Net(source) if source.is_unsupported() => {
                     PortError::ModeUnavailable { mode, source }
                 }

@@ -232,7 +232,27 @@ impl RingSocket {
 
     /// Opens one on the interface with index `ifindex`.
     pub fn bind_index(ifindex: u32, version: RingVersion) -> Result<RingSocket, PacketError> {
-        let sock = PacketSocket::bind_index_with(ifindex, |fd| set_ring(fd, version))?;
+        RingSocket::open_index(ifindex, version, false)
+    }
+
+    /// Opens one on the interface with index `ifindex` that takes no frame until
+    /// [`FramePort::start`]: the ring is allocated and mapped meanwhile, and frames
+    /// that arrive before the start do not wait in it.
+    pub fn bind_index_idle(ifindex: u32, version: RingVersion) -> Result<RingSocket, PacketError> {
+        RingSocket::open_index(ifindex, version, true)
+    }
+
+    fn open_index(
+        ifindex: u32,
+        version: RingVersion,
+        idle: bool,
+    ) -> Result<RingSocket, PacketError> {
+        let setup = |fd| set_ring(fd, version);
+        let sock = if idle {
+            PacketSocket::bind_index_idle_with(ifindex, setup)?
+        } else {
+            PacketSocket::bind_index_with(ifindex, setup)?
+        };
         let len = BLOCK_SIZE * BLOCK_NR;
         let map = Mapping::of(&sock, len, "mmap(packet receive ring)")?;
         let (units, unit_size) = match version {
@@ -673,6 +693,10 @@ impl FramePort for RingSocket {
 
     fn take_error(&mut self) -> Result<Option<NetError>, NetError> {
         self.sock.take_error()
+    }
+
+    fn start(&mut self) -> Result<(), NetError> {
+        self.sock.start_receiving()
     }
 }
 

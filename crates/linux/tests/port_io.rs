@@ -234,6 +234,84 @@ fn ring_v2_port_survives_a_link_flap() {
     link_down_is_reported_once_and_frames_come_back(IoMode::RingV2, "ring_v2_link_flap");
 }
 
+/// A port opened `until_start` takes no frame before [`FramePort::start`]: frames
+/// that reached its interface before (a second port on it, receiving from its
+/// opening, is the witness that they did) are never handed out; the frames sent
+/// after the start come, exactly and in order.
+fn nothing_before_the_start(mode: IoMode, test: &str) {
+    if !can_run(test) {
+        return;
+    }
+    let base = unique("lsp");
+    {
+        let p = pair(&base);
+        let setup = PortSetup {
+            until_start: true,
+            ..PortSetup::default()
+        };
+        let opened =
+            p.b.run(|| port::open(&p.if_b, IoChoice::Force(mode), &setup))
+                .unwrap();
+        let mut rx = match opened {
+            Ok(o) => o.port,
+            Err(e @ PortError::ModeUnavailable { .. }) => {
+                eprintln!("skipping {test}: {e}");
+                return;
+            }
+            Err(e) => panic!("opening a {mode} port: {e}"),
+        };
+        let Some(mut witness) = open(&p.b, &p.if_b, IoMode::Packet, test) else {
+            return;
+        };
+        let Some(mut tx) = open(&p.a, &p.if_a, IoMode::Packet, test) else {
+            return;
+        };
+        let before: Vec<Vec<u8>> = (0..10u16)
+            .map(|i| udp_frame(&p, i, b"before the start"))
+            .collect();
+        send_all(tx.as_mut(), &before, &[]);
+        let seen = recv_n(witness.as_mut(), before.len());
+        assert_eq!(seen.len(), before.len(), "{mode}: the witness saw them all");
+        let mut early = 0;
+        rx.recv(64, &mut |_, _| early += 1).unwrap();
+        assert_eq!(early, 0, "{mode}: nothing before the start");
+
+        rx.start().unwrap();
+        let after: Vec<Vec<u8>> = (100..110u16)
+            .map(|i| udp_frame(&p, i, b"after the start"))
+            .collect();
+        send_all(tx.as_mut(), &after, &[]);
+        let got: Vec<Vec<u8>> = recv_n(rx.as_mut(), after.len())
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
+        assert_eq!(
+            got, after,
+            "{mode}: exactly the frames sent after the start"
+        );
+        // a second start changes nothing
+        rx.start().unwrap();
+        assert_eq!(rx.take_stats().unwrap().drops, 0);
+    }
+    assert_eq!(netns::list(&base).unwrap(), Vec::<String>::new());
+    assert_eq!(iface::list(&base).unwrap(), Vec::new());
+}
+
+#[test]
+fn packet_port_takes_nothing_before_its_start() {
+    nothing_before_the_start(IoMode::Packet, "packet_until_start");
+}
+
+#[test]
+fn ring_v3_port_takes_nothing_before_its_start() {
+    nothing_before_the_start(IoMode::Ring, "ring_v3_until_start");
+}
+
+#[test]
+fn ring_v2_port_takes_nothing_before_its_start() {
+    nothing_before_the_start(IoMode::RingV2, "ring_v2_until_start");
+}
+
 #[test]
 fn auto_picks_a_mode_and_a_missing_interface_is_named() {
     if !can_run("auto_picks_a_mode") {

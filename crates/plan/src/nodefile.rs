@@ -85,7 +85,9 @@ pub struct LiveConfig {
     /// spinning).
     #[serde(default)]
     pub fixed_margin: bool,
-    /// Pin the node's thread to this CPU.
+    /// Pin the node's thread to this CPU (routers run by one process over several
+    /// threads, `lockstep node --threads N`: thread i takes the i-th online CPU
+    /// counting from this one, wrapping round; every file must give the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
     /// SCHED_FIFO priority (1..99).

@@ -103,6 +103,9 @@ pub struct NodeArgs {
     pub ready_dir: Option<PathBuf>,
     /// With several --config: spread the routers over this many threads (consecutive
     /// files share one; each thread waits for the frame starts of its own routers).
+    /// With `live.cpu = C` in the files, thread i is pinned to the i-th online CPU
+    /// counting from C and wrapping round (C = 1 on CPUs 0-3, 3 threads: 1, 2, 3);
+    /// more threads than online CPUs, or C not online, is refused (exit 2).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
     /// Refuse to run (exit 3) on an unsynchronised clock or one whose estimated
@@ -128,10 +131,8 @@ pub struct NodeArgs {
     pub io: Option<lockstep_linux::port::IoMode>,
 }
 
-/// Without `--io` a router uses the packet socket: the frame-slot ring forwards
-/// faster, but lab runs of a router restart saw packets leave a frame later than
-/// their schedule after the restart (one run in three, the majority of its packets)
-/// and that is not understood yet.
+/// Without `--io` a router uses the packet socket (the frame-slot ring forwards
+/// faster; see docs/BENCHMARKS.md for what the router-restart runs showed of it).
 fn io_choice(args: &NodeArgs) -> lockstep_linux::port::IoChoice {
     lockstep_linux::port::IoChoice::Force(args.io.unwrap_or(lockstep_linux::port::IoMode::Packet))
 }
@@ -291,15 +292,21 @@ impl Ctx {
     /// Applies `live.cpu` / `live.priority` to the calling thread and holds
     /// `/dev/cpu_dma_latency` (`live.dma_latency_zero`) until the state is dropped.
     pub fn apply_rt(&mut self) -> Result<Option<lockstep_linux::RtState>> {
+        self.apply_rt_on(self.file.live.cpu)
+    }
+
+    /// [`Ctx::apply_rt`] with `cpu` in place of `live.cpu` (a router thread of
+    /// several: [`router::run`]).
+    pub fn apply_rt_on(&mut self, cpu: Option<usize>) -> Result<Option<lockstep_linux::RtState>> {
         let live = &self.file.live;
         let dma_latency_zero = live.dma_latency_zero.unwrap_or(live.priority.is_some());
-        if live.cpu.is_none() && live.priority.is_none() && !dma_latency_zero {
+        if cpu.is_none() && live.priority.is_none() && !dma_latency_zero {
             return Ok(None);
         }
         let req = lockstep_linux::rt::RtRequest {
             policy: live.priority.map(|_| Policy::Fifo),
             priority: live.priority,
-            cpu: live.cpu,
+            cpu,
             mlock: live.priority.is_some(),
             dma_latency_zero,
         };
@@ -388,7 +395,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
         Role::Receiver => receiver::run(&mut ctx, &waiter)?,
         Role::Edge | Role::Core => {
             let mut ctxs = [ctx];
-            let (outcomes, start) = router::run(&mut ctxs, &waiter, 1)?;
+            let (outcomes, start) = router::run(&mut ctxs, &waiter, 1, &[])?;
             let [ctx] = ctxs;
             let outcome = outcomes
                 .into_iter()
@@ -478,6 +485,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
         }
         files.push(file);
     }
+    let cpus = thread_cpus(args, &files)?;
     let started_at = crate::report::rfc3339_now();
     let clock = files[0].live.clock;
     lockstep_linux::clock::check(clock).map_err(|e| EnvError(e.to_string()))?;
@@ -523,11 +531,31 @@ fn run_group(args: &NodeArgs) -> Result<()> {
     for c in &ctxs {
         c.progress(&banner(&c.file));
     }
-    let (outcomes, start) = router::run(&mut ctxs, &waiter, usize::from(args.threads))?;
+    let (outcomes, start) = router::run(&mut ctxs, &waiter, usize::from(args.threads), &cpus)?;
     for (ctx, outcome) in ctxs.iter().zip(outcomes) {
         finish(args, ctx, &host, started_at.clone(), outcome, start)?;
     }
     Ok(())
+}
+
+/// The CPU of each router thread of `--threads` when the files give `live.cpu`
+/// (they all give the same, `run_group` checked): thread `i` takes the `i`-th
+/// online CPU from it ([`lockstep_core::sched::thread_cpus`]); none without.
+fn thread_cpus(args: &NodeArgs, files: &[NodeFile]) -> Result<Vec<usize>> {
+    let Some(base) = files.first().and_then(|f| f.live.cpu) else {
+        return Ok(Vec::new());
+    };
+    let (_, threads) = router::spread(files.len(), usize::from(args.threads));
+    let online = lockstep_linux::host::online_cpus();
+    lockstep_core::sched::thread_cpus(base, threads, &online).map_err(|e| {
+        let path = args.config.first().map(|p| p.display().to_string());
+        UsageError(format!(
+            "{}: live.cpu: --threads {} ({threads} router threads from CPU {base}): {e}",
+            path.unwrap_or_default(),
+            args.threads
+        ))
+        .into()
+    })
 }
 
 /// `--controller`: the node file with the controller's table merged in before it is

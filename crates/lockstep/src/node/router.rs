@@ -229,6 +229,9 @@ fn open_ports(node_cfg: &NodeConfig, live: &LiveConfig, io: IoChoice) -> Result<
         qdisc_bypass: live.qdisc_bypass,
         rx_timestamps: true,
         tx_timestamps: live.tx_timestamps,
+        // Frames start coming in once every router of the thread is set up
+        // ([`Router::start_receiving`]), not while a later port's ring is allocated.
+        until_start: true,
     };
     for (i, p) in node_cfg.ports.iter().enumerate() {
         let opened = port::open(&p.ifname, io, &setup).map_err(|e| match &e {
@@ -260,24 +263,41 @@ fn open_ports(node_cfg: &NodeConfig, live: &LiveConfig, io: IoChoice) -> Result<
     })
 }
 
+/// How many routers share a thread, and how many threads run, when `routers` are
+/// spread over up to `threads` (consecutive routers share one).
+pub(crate) fn spread(routers: usize, threads: usize) -> (usize, usize) {
+    let threads = threads.clamp(1, routers.max(1));
+    let per = routers.max(1).div_ceil(threads);
+    (per, routers.max(1).div_ceil(per))
+}
+
 /// Runs the routers of `ctxs` until the end of the run, on up to `threads` threads
-/// (consecutive routers share one); one outcome (and the start) per router, in the
-/// order given.
+/// (consecutive routers share one, [`spread`]); thread `i` is pinned to `cpus[i]`
+/// (an empty `cpus`: to the first file's `live.cpu`, if any). One outcome (and the
+/// start) per router, in the order given.
 pub(crate) fn run(
     ctxs: &mut [Ctx],
     waiter: &Waiter,
     threads: usize,
+    cpus: &[usize],
 ) -> Result<(Vec<Outcome>, Option<i64>)> {
-    let threads = threads.clamp(1, ctxs.len().max(1));
+    let (per, threads) = spread(ctxs.len(), threads);
+    let cpu_of = |i: usize| {
+        cpus.get(i)
+            .copied()
+            .or_else(|| ctxs.first().and_then(|c| c.file.live.cpu))
+    };
     if threads == 1 {
-        return run_thread(ctxs, waiter);
+        let cpu = cpu_of(0);
+        return run_thread(ctxs, waiter, cpu);
     }
-    let per = ctxs.len().div_ceil(threads);
+    let cpus: Vec<Option<usize>> = (0..threads).map(cpu_of).collect();
     let results: Vec<Result<(Vec<Outcome>, Option<i64>)>> = std::thread::scope(|s| {
         let handles: Vec<_> = ctxs
             .chunks_mut(per)
             .enumerate()
             .map(|(i, chunk)| {
+                let cpu = cpus.get(i).copied().flatten();
                 std::thread::Builder::new()
                     .name(format!("routers-{i}"))
                     .spawn_scoped(s, move || {
@@ -285,7 +305,7 @@ pub(crate) fn run(
                             .first()
                             .map(|c| c.waiter())
                             .context("an empty group of routers")?;
-                        run_thread(chunk, &w)
+                        run_thread(chunk, &w, cpu)
                     })
             })
             .collect();
@@ -309,8 +329,12 @@ pub(crate) fn run(
     Ok((outcomes, start))
 }
 
-/// Runs the routers of `ctxs` in the calling thread.
-fn run_thread(ctxs: &mut [Ctx], waiter: &Waiter) -> Result<(Vec<Outcome>, Option<i64>)> {
+/// Runs the routers of `ctxs` in the calling thread, pinned to `cpu` if given.
+fn run_thread(
+    ctxs: &mut [Ctx],
+    waiter: &Waiter,
+    cpu: Option<usize>,
+) -> Result<(Vec<Outcome>, Option<i64>)> {
     let mut routers = Vec::with_capacity(ctxs.len());
     for ctx in ctxs.iter_mut() {
         routers.push(open(ctx, waiter.now().ns)?);
@@ -349,7 +373,7 @@ fn run_thread(ctxs: &mut [Ctx], waiter: &Waiter) -> Result<(Vec<Outcome>, Option
     for ctx in ctxs.iter() {
         ctx.ready()?;
     }
-    let rt = ctxs[0].apply_rt()?;
+    let rt = ctxs[0].apply_rt_on(cpu)?;
     if rt.is_some() {
         let realtime = ctxs[0].realtime.clone();
         for c in &mut ctxs[1..] {
@@ -378,6 +402,9 @@ fn run_thread(ctxs: &mut [Ctx], waiter: &Waiter) -> Result<(Vec<Outcome>, Option
         ));
     }
 
+    for r in &mut g.routers {
+        r.start_receiving()?;
+    }
     let start = ctxs[0].wait_start(waiter);
     let mut stop = StopReason::Signal;
     if let Some(start) = start {
@@ -696,6 +723,18 @@ impl Router {
                 }
             }
         }
+    }
+
+    /// Every port starts taking frames (they were opened taking none, so that what
+    /// arrives while the router sets up does not wait in them: after a restart, the
+    /// neighbours send all along, and a frame older than its send frame is a slip).
+    fn start_receiving(&mut self) -> Result<()> {
+        for p in &mut self.ports {
+            p.port
+                .start()
+                .with_context(|| format!("starting to receive on {}", p.c.ifname))?;
+        }
+        Ok(())
     }
 
     /// One non-blocking batch from every port into the node; frames received.
