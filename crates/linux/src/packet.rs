@@ -59,11 +59,11 @@ const PACKET_HOST: u8 = 0;
 const PACKET_BROADCAST: u8 = 1;
 const PACKET_MULTICAST: u8 = 2;
 const PACKET_OTHERHOST: u8 = 3;
-const PACKET_OUTGOING: u8 = 4;
-const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
-const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+pub(crate) const PACKET_OUTGOING: u8 = 4;
+pub(crate) const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+pub(crate) const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
-const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
+pub(crate) const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
 const ETH_P_8021Q: u16 = 0x8100;
 
 /// Room for one frame's control messages: `PACKET_AUXDATA` (40 bytes with its header)
@@ -104,7 +104,7 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
-    fn from_pkttype(t: u8) -> FrameKind {
+    pub(crate) fn from_pkttype(t: u8) -> FrameKind {
         match t {
             PACKET_HOST => FrameKind::Host,
             PACKET_BROADCAST => FrameKind::Broadcast,
@@ -200,22 +200,28 @@ fn parse_rx_control(control: &[u8]) -> (i64, Option<AuxData>) {
     (ts, aux)
 }
 
+impl VlanTag {
+    /// The tag a kernel status word (auxdata or ring header) reports, if any: its
+    /// TCI, and its TPID where the kernel gives one (802.1Q otherwise).
+    pub(crate) fn from_status(status: u32, tci: u16, tpid: u16) -> Option<VlanTag> {
+        (status & TP_STATUS_VLAN_VALID != 0).then_some(VlanTag {
+            tci,
+            tpid: if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                tpid
+            } else {
+                ETH_P_8021Q
+            },
+        })
+    }
+}
+
 /// Builds the [`FrameMeta`] of a frame of which `captured` bytes were stored.
 fn frame_meta(control: &[u8], captured: usize, msg_flags: libc::c_int, pkttype: u8) -> FrameMeta {
     let (ts, aux) = parse_rx_control(control);
     let truncated = msg_flags & libc::MSG_TRUNC != 0;
     let status = aux.map_or(0, |a| a.status);
     let len = aux.map_or(captured, |a| (a.len as usize).max(captured));
-    let vlan = aux.and_then(|a| {
-        (a.status & TP_STATUS_VLAN_VALID != 0).then_some(VlanTag {
-            tci: a.vlan_tci,
-            tpid: if a.status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                a.vlan_tpid
-            } else {
-                ETH_P_8021Q
-            },
-        })
-    });
+    let vlan = aux.and_then(|a| VlanTag::from_status(a.status, a.vlan_tci, a.vlan_tpid));
     FrameMeta {
         len,
         kernel_rx: (ts != 0).then_some(Instant::new(ClockId::Realtime, ts)),

@@ -30,7 +30,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use lockstep_core::{ClockId, Instant};
 
-use crate::packet::{FrameKind, FrameMeta, PacketError, PacketSocket, PacketStats, VlanTag};
+use crate::packet::{
+    FrameKind, FrameMeta, PacketError, PacketSocket, PacketStats, VlanTag, PACKET_OUTGOING,
+    TP_STATUS_CSUMNOTREADY, TP_STATUS_CSUM_VALID,
+};
 use crate::port::{FramePort, IoMode};
 use crate::sockopt::setsockopt;
 use crate::sys::last_error;
@@ -44,12 +47,6 @@ const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
-const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
-const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
-const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
-const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
-const ETH_P_8021Q: u16 = 0x8100;
-const PACKET_OUTGOING: u8 = 4;
 
 /// `struct tpacket2_hdr` is 32 bytes; the `sockaddr_ll` follows at 32.
 const V2_HDR: usize = 32;
@@ -386,14 +383,7 @@ fn frame_data<'a>(unit: &'a [u8], at: usize, hdr: &RingHdr) -> Option<&'a [u8]> 
 
 fn ring_meta(hdr: &RingHdr, captured: usize) -> FrameMeta {
     let ns = i64::from(hdr.sec) * 1_000_000_000 + i64::from(hdr.nsec);
-    let vlan = (hdr.status & TP_STATUS_VLAN_VALID != 0).then_some(VlanTag {
-        tci: hdr.vlan_tci,
-        tpid: if hdr.status & TP_STATUS_VLAN_TPID_VALID != 0 {
-            hdr.vlan_tpid
-        } else {
-            ETH_P_8021Q
-        },
-    });
+    let vlan = VlanTag::from_status(hdr.status, hdr.vlan_tci, hdr.vlan_tpid);
     let len = usize::try_from(hdr.len).unwrap_or(usize::MAX);
     FrameMeta {
         len: len.max(captured),
@@ -402,13 +392,7 @@ fn ring_meta(hdr: &RingHdr, captured: usize) -> FrameMeta {
         csum_valid: hdr.status & TP_STATUS_CSUM_VALID != 0,
         truncated: len > captured,
         vlan,
-        kind: match hdr.pkttype {
-            0 => FrameKind::Host,
-            1 => FrameKind::Broadcast,
-            2 => FrameKind::Multicast,
-            3 => FrameKind::OtherHost,
-            t => FrameKind::Other(t),
-        },
+        kind: FrameKind::from_pkttype(hdr.pkttype),
     }
 }
 
@@ -703,6 +687,7 @@ impl FramePort for RingSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::TP_STATUS_VLAN_VALID;
 
     fn v2_slot(status: u32, len: u32, snap: u32, mac: u16, pkttype: u8, data: &[u8]) -> Vec<u8> {
         let mut s = vec![0u8; FRAME_SIZE];
