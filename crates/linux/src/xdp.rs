@@ -179,11 +179,13 @@ struct XdpStatistics {
 }
 
 impl XdpStatistics {
-    /// Frames the kernel dropped on the way to this socket.
+    /// Frames the kernel dropped on the way to this socket: for want of a chunk
+    /// (`rx_dropped`) or of room in the receive ring (`rx_ring_full`). An empty fill
+    /// ring is not added: a frame dropped for it is counted in `rx_dropped` and
+    /// again in `rx_fill_ring_empty_descs` (measured on veth, kernel 6.18: the sum
+    /// of all three was 1,830,302 for 915,133 frames sent and never received).
     fn rx_lost(&self) -> u64 {
-        self.rx_dropped
-            .wrapping_add(self.rx_ring_full)
-            .wrapping_add(self.rx_fill_ring_empty_descs)
+        self.rx_dropped.wrapping_add(self.rx_ring_full)
     }
 }
 
@@ -805,6 +807,17 @@ impl FramePort for XdpPort {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_dropped_for_want_of_a_chunk_is_lost_once() {
+        let s = XdpStatistics {
+            rx_dropped: 7,
+            rx_ring_full: 3,
+            rx_fill_ring_empty_descs: 7,
+            ..XdpStatistics::default()
+        };
+        assert_eq!(s.rx_lost(), 10);
+    }
 
     #[test]
     fn kernel_structures_have_their_kernel_sizes() {
