@@ -100,6 +100,16 @@ pub struct LiveConfig {
     /// Frames per recvmmsg/sendmmsg (routers) and datagrams per recvmmsg (receiver).
     #[serde(default = "default_batch")]
     pub batch: usize,
+    /// Routers: after a wake-up that found frames, sleep this long before taking
+    /// frames again instead of waking for each arrival (the way a NIC coalesces its
+    /// interrupts). Fewer wake-ups per frame under load; a frame can wait up to this
+    /// long more in the router. Never past a frame start. Absent or zero: off.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub coalesce: Option<Duration>,
     /// Sender: the flows it sends (packets per frame come from the flow's rows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<LiveFlow>,
@@ -142,6 +152,7 @@ impl Default for LiveConfig {
             priority: None,
             dma_latency_zero: None,
             batch: default_batch(),
+            coalesce: None,
             flows: Vec::new(),
             bind: None,
             samples: false,
@@ -314,6 +325,17 @@ fn parse_merged(
     Ok(file)
 }
 
+/// The longest a router may hold off taking frames after a busy wake-up.
+pub const MAX_COALESCE: Duration = Duration(1_000_000);
+
+/// A router's `coalesce` lies in 0..=[`MAX_COALESCE`]; else what is wrong.
+pub fn check_coalesce(c: Duration) -> Result<(), String> {
+    if c < Duration::ZERO || c > MAX_COALESCE {
+        return Err(format!("{c} is outside 0..={MAX_COALESCE}"));
+    }
+    Ok(())
+}
+
 /// Checks of `[live]` against `[node]`: a field path and a message.
 fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
     let (node, live) = (&file.node, &file.live);
@@ -323,6 +345,11 @@ fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
             "batch",
             format!("{} is outside 1..={MAX_BATCH}", live.batch),
         );
+    }
+    if let Some(c) = live.coalesce {
+        if let Err(m) = check_coalesce(c) {
+            return err("coalesce", m);
+        }
     }
     if let Some(p) = live.priority {
         if !(1..=99).contains(&p) {
@@ -685,6 +712,19 @@ batch = 16
         let e = p(&ROUTER.replace("k = 4\n", "")).unwrap_err();
         assert!(e.message.contains("missing field `k`"), "{e}");
         assert_eq!(e.line, Some(7));
+    }
+
+    #[test]
+    fn a_router_coalesces_up_to_a_millisecond() {
+        let f = p(&ROUTER.replace("batch = 16", "batch = 16\ncoalesce = \"20us\"")).unwrap();
+        assert_eq!(f.live.coalesce, Some(Duration::from_micros(20)));
+        assert_eq!(p(ROUTER).unwrap().live.coalesce, None);
+        let e = p(&ROUTER.replace("batch = 16", "batch = 16\ncoalesce = \"2ms\"")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("live.coalesce"));
+        assert_eq!(e.line, Some(35));
+        assert_eq!(e.message, "2ms is outside 0..=1ms");
+        let e = p(&ROUTER.replace("batch = 16", "batch = 16\ncoalesce = \"-1us\"")).unwrap_err();
+        assert_eq!(e.message, "-1us is outside 0..=1ms");
     }
 
     #[test]

@@ -990,6 +990,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                     clock: ClockId::Tai,
                     cpu: spec.cpu,
                     priority: spec.priority.or(s.priority),
+                    coalesce: spec.coalesce,
                     flows: live_flows,
                     samples: bind.is_some(),
                     // the nodes its flows' packets cross (hop records name them)

@@ -738,3 +738,25 @@ fn a_rate_the_scale_does_not_divide_is_refused_at_its_link() {
         "{e}"
     );
 }
+
+#[test]
+fn a_router_may_coalesce_and_the_plan_carries_it() {
+    let text = edit("role = \"core\"", "role = \"core\"\ncoalesce = \"20us\"");
+    let s = Scenario::parse("t.toml", &text).unwrap();
+    assert_eq!(s.nodes[1].coalesce, Some(Duration::from_micros(20)));
+    let runs = s.runs();
+    let p = crate::plan::plan(&s, &runs[0]).unwrap();
+    let r1 = p.node("r1").unwrap().config.as_ref().unwrap();
+    assert_eq!(r1.live.coalesce, Some(Duration::from_micros(20)));
+    assert_eq!(
+        err(&edit("role = \"sender\"", "role = \"sender\"\ncoalesce = \"20us\"")),
+        "t.toml:10:12: node[0].coalesce: only a router (edge or core) takes frames in batches to coalesce"
+    );
+    assert_eq!(
+        err(&edit(
+            "role = \"core\"",
+            "role = \"core\"\ncoalesce = \"5ms\""
+        )),
+        "t.toml:14:12: node[1].coalesce: 5ms is outside 0..=1ms"
+    );
+}

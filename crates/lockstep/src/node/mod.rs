@@ -472,6 +472,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
                 ("live.strategy", first.live.strategy == file.live.strategy),
                 ("live.priority", first.live.priority == file.live.priority),
                 ("live.cpu", first.live.cpu == file.live.cpu),
+                ("live.coalesce", first.live.coalesce == file.live.coalesce),
             ] {
                 if !same {
                     return Err(UsageError(format!(

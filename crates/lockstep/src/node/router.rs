@@ -211,6 +211,9 @@ struct Group {
     tuner: MarginTuner,
     fixed_margin: bool,
     strategy: WaitStrategy,
+    /// After a wake-up that found frames, how long (ns) to sleep before taking
+    /// frames again (`live.coalesce`; 0: wait for the next arrival).
+    coalesce: i64,
 }
 
 /// The ports of one router, opened in its namespace.
@@ -368,6 +371,7 @@ fn run_thread(
         tuner,
         fixed_margin: live.fixed_margin,
         strategy: live.strategy,
+        coalesce: live.coalesce.unwrap_or(Duration::ZERO).as_nanos(),
     };
 
     for ctx in ctxs.iter() {
@@ -581,6 +585,7 @@ impl Group {
     /// Receives and forwards until the clock reads `deadline`; returns that reading.
     /// `precise`: the deadline is a frame start (hybrid spins towards it).
     fn run_until(&mut self, deadline: i64, precise: bool) -> Result<Instant> {
+        let mut busy = false;
         loop {
             let reading = lockstep_linux::now(self.clock);
             let now = reading.ns;
@@ -597,7 +602,15 @@ impl Group {
                     (remaining > m).then(|| remaining - m)
                 }
             };
-            if let Some(t) = block_for {
+            if let Some(t) = coalesced_sleep(busy, self.coalesce, block_for) {
+                // Frames came last time: let more gather instead of waking for each.
+                self.poller
+                    .wait(std::iter::empty(), Some(Duration(t)))
+                    .context("sleeping between batches (ppoll)")?;
+                for p in self.routers.iter_mut().flat_map(|r| r.ports.iter_mut()) {
+                    p.readable = true;
+                }
+            } else if let Some(t) = block_for {
                 let fds = self
                     .routers
                     .iter()
@@ -647,6 +660,7 @@ impl Group {
                 }
                 got += n;
             }
+            busy = got > 0;
             // A packet can give an idle router a frame start before the deadline
             // this wait was planned for (housekeeping): plan again. (Waiting on,
             // its packets left only when the next packet woke the loop: past their
@@ -659,6 +673,14 @@ impl Group {
             }
         }
     }
+}
+
+/// How long to sleep without watching the ports before the next receive: the
+/// coalescing time when the last receive found frames (`busy`), capped by how long
+/// the loop may block (`block_for`: none when it spins); `None`: wait on the ports.
+fn coalesced_sleep(busy: bool, coalesce: i64, block_for: Option<i64>) -> Option<i64> {
+    let t = block_for?;
+    (busy && coalesce > 0).then(|| coalesce.min(t))
 }
 
 /// Until when the loop waits from `now`, and whether that is a frame start (hybrid
@@ -1203,6 +1225,18 @@ mod tests {
         f.extend(ip);
         f.extend(l4);
         (f, full)
+    }
+
+    #[test]
+    fn a_busy_router_sleeps_its_coalescing_time_but_never_past_its_deadline() {
+        // frames came last time: sleep 20 µs without watching the ports
+        assert_eq!(coalesced_sleep(true, 20_000, Some(100_000)), Some(20_000));
+        // a frame start 5 µs away caps it
+        assert_eq!(coalesced_sleep(true, 20_000, Some(5_000)), Some(5_000));
+        // nothing came, coalescing off, or spinning: wait on the ports as before
+        assert_eq!(coalesced_sleep(false, 20_000, Some(100_000)), None);
+        assert_eq!(coalesced_sleep(true, 0, Some(100_000)), None);
+        assert_eq!(coalesced_sleep(true, 20_000, None), None);
     }
 
     #[test]
