@@ -112,7 +112,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub gates: crate::gates::GateArgs,
     /// Routers: how their ports move frames (`packet`, `ring`, `ring-v2`, `xdp`; see
-    /// `lockstep node --io`). Default: `packet`.
+    /// `lockstep node --io`). Default: `xdp` (AF_XDP; the packet socket, with a note,
+    /// where the kernel or the interface lacks it).
     #[arg(long, value_name = "MODE", value_parser = crate::node::parse_io)]
     pub io: Option<lockstep_linux::port::IoMode>,
     #[command(flatten)]

@@ -204,10 +204,18 @@ fn node_args(
     args
 }
 
-/// `--io MODE` for a router's command line, when one was asked for.
+/// How the lab's routers move frames unless `--io` says otherwise: AF_XDP, which
+/// falls back to the packet socket with a note where the kernel or the interface
+/// lacks it. The lab owns its veths, so taking every frame before the kernel's stack
+/// costs nothing else; on 2 vCPUs it forwards about 1.6 times what the packet
+/// socket does (docs/BENCHMARKS.md). (`lockstep node` on its own keeps the packet
+/// socket: a host's interfaces may carry its own traffic too.)
+pub const LAB_DEFAULT_IO: lockstep_linux::port::IoMode = lockstep_linux::port::IoMode::Xdp;
+
+/// `--io MODE` for a router's command line: the one asked for, or the lab's default.
 fn io_args(io: Option<lockstep_linux::port::IoMode>) -> Vec<String> {
-    io.map(|m| vec!["--io".to_string(), m.name().to_string()])
-        .unwrap_or_default()
+    let m = io.unwrap_or(LAB_DEFAULT_IO);
+    vec!["--io".to_string(), m.name().to_string()]
 }
 
 /// Does what the fault schedule says is due: a link down or up, a router killed
@@ -511,6 +519,7 @@ fn run_one(
                 f.live.strategy == c.live.strategy
                     && f.live.priority == c.live.priority
                     && f.live.cpu == c.live.cpu
+                    && f.live.coalesce == c.live.coalesce
                     && f.live.clock == c.live.clock
             })
     };
