@@ -20,7 +20,8 @@
 #
 # Environment: LOCKSTEP (binary, default target/release/lockstep), ROUNDS (3),
 # IO_MODES ("packet ring ring-v2 xdp"), SIZES ("64 1472"), STRATEGY (the router's wait
-# strategy instead of the scenario's sleep: spin, hybrid), ROUTER_CPU (pin the
+# strategy instead of the scenario's sleep: spin, hybrid), COALESCE (the router's
+# coalescing time instead of the scenario's 20us; 0us: off), ROUTER_CPU (pin the
 # router's thread to this CPU), KEEP=1 keeps the results.
 set -euo pipefail
 
@@ -51,13 +52,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "# $(uname -r), $(nproc) CPUs, iperf3 $(iperf3 --version | head -1 | awk '{print $2}'), ${SECONDS_PER_RUN}s per mode, $ROUNDS round(s), I/O modes: $IO_MODES, router strategy: ${STRATEGY:-as in the scenario}, router CPU: ${ROUTER_CPU:-any}, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(uname -r), $(nproc) CPUs, iperf3 $(iperf3 --version | head -1 | awk '{print $2}'), ${SECONDS_PER_RUN}s per mode, $ROUNDS round(s), I/O modes: $IO_MODES, router strategy: ${STRATEGY:-as in the scenario}, coalescing: ${COALESCE:-as in the scenario}, router CPU: ${ROUTER_CPU:-any}, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 first_io=${IO_MODES%% *}
 for round in $(seq 1 "$ROUNDS"); do
     for size in $SIZES; do
         scen="$OUT/forwarding-$size.toml"
         sed -e "s/^size = \"64B\"/size = \"${size}B\"/" \
             ${STRATEGY:+-e "s/^strategy = \"[a-z]*\"/strategy = \"$STRATEGY\"/"} \
+            ${COALESCE:+-e "s/^coalesce = \"[0-9a-z]*\"/coalesce = \"$COALESCE\"/"} \
             ${ROUTER_CPU:+-e "s/^role = \"core\"/role = \"core\"\ncpu = $ROUTER_CPU/"} \
             scenarios/forwarding.toml > "$scen"
         for io in $IO_MODES; do
