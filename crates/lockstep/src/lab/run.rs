@@ -1034,7 +1034,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
                 None => return Err(e.context(format!("run {} of {}", run.label, s.name))),
             },
         };
-        for w in &o.warnings {
+        for w in fold_notes(&o.warnings) {
             progress.line(&format!("note: {w}"));
         }
         let stopped = o.interrupted_at;
@@ -1182,8 +1182,80 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
     Ok(ScenarioLines { dir, runs: pairs })
 }
 
+/// The run's notes for a person: notes that say the same of several ports
+/// (`r2: to-d234: AF_XDP in copy mode`) become one line naming the ports; the result
+/// document keeps every note as it was.
+fn fold_notes(notes: &[String]) -> Vec<String> {
+    /// `(where, what)` of a note `node: port: what`, where neither name has a space.
+    fn split(n: &str) -> Option<(String, &str)> {
+        let (node, rest) = n.split_once(": ")?;
+        let (port, what) = rest.split_once(": ")?;
+        let name = |s: &str| !s.is_empty() && !s.contains(' ');
+        (name(node) && name(port)).then(|| (format!("{node} {port}"), what))
+    }
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut out: Vec<Result<String, usize>> = Vec::new();
+    for n in notes {
+        match split(n) {
+            Some((place, what)) => match groups.iter().position(|(w, _)| *w == what) {
+                Some(g) => groups[g].1.push(place),
+                None => {
+                    out.push(Err(groups.len()));
+                    groups.push((what, vec![place]));
+                }
+            },
+            None => out.push(Ok(n.clone())),
+        }
+    }
+    const NAMED: usize = 4;
+    out.into_iter()
+        .map(|o| match o {
+            Ok(n) => n,
+            Err(g) => {
+                let (what, places) = &groups[g];
+                match places.as_slice() {
+                    [one] => format!("{}: {what}", one.replacen(' ', ": ", 1)),
+                    _ => {
+                        let more = places.len().saturating_sub(NAMED);
+                        let named = places[..places.len().min(NAMED)].join(", ");
+                        let tail = if more > 0 {
+                            format!(" and {more} more")
+                        } else {
+                            String::new()
+                        };
+                        format!("{what} ({} ports: {named}{tail})", places.len())
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn notes_that_say_the_same_of_several_ports_are_one_line() {
+        let notes: Vec<String> = [
+            "r1: to-a: AF_XDP in copy mode",
+            "r1 used 3 threads",
+            "r1: to-b: AF_XDP in copy mode",
+            "r2: to-c: offloads are on: turn them off",
+            "r2: to-d: AF_XDP in copy mode",
+            "r3: to-e: AF_XDP in copy mode",
+            "r3: to-f: AF_XDP in copy mode",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            super::fold_notes(&notes),
+            [
+                "AF_XDP in copy mode (5 ports: r1 to-a, r1 to-b, r2 to-d, r3 to-e and 1 more)",
+                "r1 used 3 threads",
+                "r2: to-c: offloads are on: turn them off",
+            ]
+        );
+    }
+
     use super::*;
 
     #[test]
