@@ -80,9 +80,33 @@ pub fn fifo_bounds(plan: &Plan) -> Result<BTreeMap<u32, i64>, String> {
     }
     if out.is_empty() {
         let why = why.map_or_else(|| "no flow".to_string(), |w| w.to_string());
-        return Err(format!("no network-calculus bound: {why}"));
+        return Err(format!(
+            "no network-calculus bound: {why}{}",
+            divergence_note(&net)
+        ));
     }
     Ok(out)
+}
+
+/// Why a cyclic network's fixed point diverges, in numbers (`; ...`), or nothing
+/// when that does not apply.
+fn divergence_note(net: &Network) -> String {
+    let stop = crate::stop::stop_requested;
+    let Ok(Some(d)) = lockstep_netcalc::methods::diverge::divergence(net, true, &stop) else {
+        return String::new();
+    };
+    let names: Vec<&str> = d
+        .busiest
+        .iter()
+        .filter_map(|b| net.servers.get(b.server).map(|s| s.name.as_str()))
+        .collect();
+    let pct = |q: &Q| format!("{:.2} %", q.to_f64() * 100.0);
+    format!(
+        "; its busiest looped links ({}) run at {} of their rate, and the fixed point converges only with every flow at {} or less of its rate (`lockstep calc` gives the bounds there)",
+        names.join(", "),
+        pct(&d.utilisation),
+        pct(&d.scale)
+    )
 }
 
 /// Seconds → ns, rounded up.
@@ -276,6 +300,10 @@ every = 2
         let p = plan(&mesh, &mesh.runs()[0]).unwrap();
         let e = fifo_bounds(&p).unwrap_err();
         assert!(e.contains("fixed point diverges"), "{e}");
+        assert!(
+            e.contains("run at 99.84 % of their rate, and the fixed point converges only with every flow at 42.90 % or less"),
+            "{e}"
+        );
         // two loops: bounded
         let text = crate::lab::MESH4.replace("loops = 5", "loops = 2");
         assert_ne!(text, crate::lab::MESH4);
