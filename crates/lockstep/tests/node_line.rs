@@ -588,9 +588,10 @@ fn check_tdp(r: &Run) {
     assert!(sent > 0);
 }
 
-/// A router that coalesces its wake-ups (here 200 µs of a 1 ms frame, far more than
-/// a benchmark would use) still forwards every packet, in TDP in its frames and in
-/// FIFO at once, over the packet socket and AF_XDP.
+/// A core router that coalesces its wake-ups (here 200 µs of a 1 ms frame, far more
+/// than a benchmark would use; it forwards one frame after the arrival frame, d = 1)
+/// still forwards every packet, in TDP each in its frame or counted as a slip, and
+/// in FIFO at once, over the packet socket and AF_XDP.
 #[test]
 fn a_coalescing_router_keeps_every_packet_and_its_frames() {
     for (mode, io) in [("tdp", "packet"), ("tdp", "xdp"), ("fifo", "xdp")] {

@@ -103,7 +103,8 @@ pub struct LiveConfig {
     /// Routers: after a wake-up that found frames, sleep this long before taking
     /// frames again instead of waking for each arrival (the way a NIC coalesces its
     /// interrupts). Fewer wake-ups per frame under load; a frame can wait up to this
-    /// long more in the router. Never past a frame start. Absent or zero: off.
+    /// long more in the router. Not within this long of a frame start, where the
+    /// router takes each arrival at once. Absent or zero: off.
     #[serde(
         default,
         with = "opt_duration",
@@ -325,6 +326,9 @@ fn parse_merged(
     Ok(file)
 }
 
+/// Why only a router coalesces.
+pub const NOT_ROUTER: &str = "only a router (edge or core) takes frames in batches to coalesce";
+
 /// The longest a router may hold off taking frames after a busy wake-up.
 pub const MAX_COALESCE: Duration = Duration(1_000_000);
 
@@ -349,6 +353,9 @@ fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
     if let Some(c) = live.coalesce {
         if let Err(m) = check_coalesce(c) {
             return err("coalesce", m);
+        }
+        if c > Duration::ZERO && !matches!(node.role, Role::Edge | Role::Core) {
+            return err("coalesce", NOT_ROUTER.to_string());
         }
     }
     if let Some(p) = live.priority {
@@ -725,6 +732,9 @@ batch = 16
         assert_eq!(e.message, "2ms is outside 0..=1ms");
         let e = p(&ROUTER.replace("batch = 16", "batch = 16\ncoalesce = \"-1us\"")).unwrap_err();
         assert_eq!(e.message, "-1us is outside 0..=1ms");
+        let edge = ROUTER.replace("role = \"core\"", "role = \"edge\"");
+        let f = p(&edge.replace("batch = 16", "batch = 16\ncoalesce = \"20us\"")).unwrap();
+        assert_eq!(f.live.coalesce, Some(Duration::from_micros(20)));
     }
 
     #[test]

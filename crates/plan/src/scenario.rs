@@ -1218,12 +1218,8 @@ impl Scenario {
                 Some(v) => {
                     let d = c.duration(v, &f("coalesce"))?;
                     crate::nodefile::check_coalesce(d).map_err(|m| c.err(v, &f("coalesce"), m))?;
-                    if !matches!(role, Role::Edge | Role::Core) {
-                        return Err(c.err(
-                            v,
-                            &f("coalesce"),
-                            "only a router (edge or core) takes frames in batches to coalesce",
-                        ));
+                    if d > Duration::ZERO && !matches!(role, Role::Edge | Role::Core) {
+                        return Err(c.err(v, &f("coalesce"), crate::nodefile::NOT_ROUTER));
                     }
                     Some(d)
                 }

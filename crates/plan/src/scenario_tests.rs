@@ -749,9 +749,17 @@ fn a_router_may_coalesce_and_the_plan_carries_it() {
     let r1 = p.node("r1").unwrap().config.as_ref().unwrap();
     assert_eq!(r1.live.coalesce, Some(Duration::from_micros(20)));
     assert_eq!(
-        err(&edit("role = \"sender\"", "role = \"sender\"\ncoalesce = \"20us\"")),
-        "t.toml:10:12: node[0].coalesce: only a router (edge or core) takes frames in batches to coalesce"
+        err(&edit(
+            "role = \"sender\"",
+            "role = \"sender\"\ncoalesce = \"20us\""
+        )),
+        format!(
+            "t.toml:10:12: node[0].coalesce: {}",
+            crate::nodefile::NOT_ROUTER
+        )
     );
+    let edge = edit("role = \"core\"", "role = \"edge\"\ncoalesce = \"20us\"");
+    assert!(Scenario::parse("t.toml", &edge).is_ok());
     assert_eq!(
         err(&edit(
             "role = \"core\"",

@@ -602,7 +602,7 @@ impl Group {
                     (remaining > m).then(|| remaining - m)
                 }
             };
-            if let Some(t) = coalesced_sleep(busy, self.coalesce, block_for) {
+            if let Some(t) = coalesced_sleep(busy, self.coalesce, block_for, precise) {
                 // Frames came last time: let more gather instead of waking for each.
                 self.poller
                     .wait(std::iter::empty(), Some(Duration(t)))
@@ -678,9 +678,25 @@ impl Group {
 /// How long to sleep without watching the ports before the next receive: the
 /// coalescing time when the last receive found frames (`busy`), capped by how long
 /// the loop may block (`block_for`: none when it spins); `None`: wait on the ports.
-fn coalesced_sleep(busy: bool, coalesce: i64, block_for: Option<i64>) -> Option<i64> {
+///
+/// Before a frame start (`precise`) the sleep ends at least one coalescing time
+/// ahead of it, and in that last stretch the router waits on the ports: a frame
+/// that arrives just before a frame start is taken at once, before the start
+/// closes the queue it may be due in (a packet forwarded one frame after its
+/// arrival frame, `d = 1`, would otherwise miss it).
+fn coalesced_sleep(
+    busy: bool,
+    coalesce: i64,
+    block_for: Option<i64>,
+    precise: bool,
+) -> Option<i64> {
     let t = block_for?;
-    (busy && coalesce > 0).then(|| coalesce.min(t))
+    let room = if precise {
+        t.saturating_sub(coalesce)
+    } else {
+        t
+    };
+    (busy && coalesce > 0 && room >= coalesce).then(|| coalesce.min(room))
 }
 
 /// Until when the loop waits from `now`, and whether that is a frame start (hybrid
@@ -1230,13 +1246,30 @@ mod tests {
     #[test]
     fn a_busy_router_sleeps_its_coalescing_time_but_never_past_its_deadline() {
         // frames came last time: sleep 20 µs without watching the ports
-        assert_eq!(coalesced_sleep(true, 20_000, Some(100_000)), Some(20_000));
-        // a frame start 5 µs away caps it
-        assert_eq!(coalesced_sleep(true, 20_000, Some(5_000)), Some(5_000));
+        assert_eq!(
+            coalesced_sleep(true, 20_000, Some(100_000), true),
+            Some(20_000)
+        );
+        assert_eq!(
+            coalesced_sleep(true, 20_000, Some(100_000), false),
+            Some(20_000)
+        );
+        // the last 20 µs before a frame start are watched: 45 µs ahead, a 20 µs sleep
+        // still ends 25 µs ahead; 39 µs ahead, none
+        assert_eq!(
+            coalesced_sleep(true, 20_000, Some(45_000), true),
+            Some(20_000)
+        );
+        assert_eq!(coalesced_sleep(true, 20_000, Some(39_000), true), None);
+        // a deadline that is not a frame start (housekeeping, the end) only caps it
+        assert_eq!(
+            coalesced_sleep(true, 20_000, Some(30_000), false),
+            Some(20_000)
+        );
         // nothing came, coalescing off, or spinning: wait on the ports as before
-        assert_eq!(coalesced_sleep(false, 20_000, Some(100_000)), None);
-        assert_eq!(coalesced_sleep(true, 0, Some(100_000)), None);
-        assert_eq!(coalesced_sleep(true, 20_000, None), None);
+        assert_eq!(coalesced_sleep(false, 20_000, Some(100_000), true), None);
+        assert_eq!(coalesced_sleep(true, 0, Some(100_000), true), None);
+        assert_eq!(coalesced_sleep(true, 20_000, None, true), None);
     }
 
     #[test]
