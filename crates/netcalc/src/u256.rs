@@ -209,6 +209,16 @@ impl U256 {
         n.wrapping_mul(m.inverse_odd())
     }
 
+    /// `self / d` when `d > 0` divides `self`, else `None`: the quotient as
+    /// [`U256::div_exact`] would give it, kept only if multiplying back gives `self`.
+    pub(crate) fn quotient_if_divides(self, d: U256) -> Option<U256> {
+        if d > self && !self.is_zero() {
+            return None;
+        }
+        let q = self.div_exact(d);
+        (q.checked_mul(d) == Some(self)).then_some(q)
+    }
+
     fn trailing_zeros(self) -> u32 {
         match self.0.iter().position(|&l| l != 0) {
             None => 0,
@@ -340,6 +350,7 @@ fn lehmer_step(u: U256, v: U256) -> (U256, U256) {
 mod tests {
     use super::*;
     use num_integer::Integer;
+    use num_traits::Zero;
     use rand::{Rng, SeedableRng};
 
     fn big(x: U256) -> BigUint {
@@ -405,6 +416,26 @@ mod tests {
                 assert_eq!(a.div_exact(g), x);
             }
         }
+    }
+
+    #[test]
+    fn quotient_only_when_it_divides() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        for _ in 0..5_000 {
+            let d = random(&mut rng).shr(rng.gen_range(0..250)).max(U256::ONE);
+            let x = random(&mut rng).shr(rng.gen_range(0..256));
+            let want = big(x) % big(d) == BigUint::zero();
+            let got = x.quotient_if_divides(d);
+            assert_eq!(got.is_some(), want, "{:?} / {:?}", x, d);
+            if let Some(q) = got {
+                assert_eq!(big(q), big(x) / big(d));
+            }
+            if let Some(m) = d.checked_mul(x.shr(128)) {
+                assert_eq!(m.quotient_if_divides(d), Some(x.shr(128)));
+            }
+        }
+        assert_eq!(U256::ZERO.quotient_if_divides(U256::ONE), Some(U256::ZERO));
+        assert_eq!(U256::ONE.quotient_if_divides(U256::from_u128(2)), None);
     }
 
     #[test]
