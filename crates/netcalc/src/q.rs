@@ -175,7 +175,7 @@ pub(crate) fn inverse_u64(m: u64) -> u64 {
 }
 
 /// The inverse of an odd `m` modulo 2^128 (one more Newton step from 64 bits).
-fn inverse_u128(m: u128) -> u128 {
+pub(crate) fn inverse_u128(m: u128) -> u128 {
     let x = u128::from(inverse_u64(m as u64));
     x.wrapping_mul(2u128.wrapping_sub(m.wrapping_mul(x)))
 }

@@ -200,12 +200,23 @@ impl U256 {
     /// `self / d` for a `d > 0` known to divide `self`: no division at all. With
     /// `d = 2^k m`, `m` odd, the quotient is `(self >> k) · m⁻¹` modulo 2^256 (exact,
     /// since the quotient is below 2^256), `m⁻¹` by Newton's iteration.
+    /// A quotient known to fit 64 or 128 bits (it has at most `bits(self) −
+    /// bits(d) + 1`) is found modulo 2^64 or 2^128 with that much of the inverse.
     pub(crate) fn div_exact(self, d: U256) -> U256 {
         if d == U256::ONE {
             return self;
         }
         let k = d.trailing_zeros();
         let (n, m) = (self.shr(k), d.shr(k));
+        let q_bits = (n.bits() + 1).saturating_sub(m.bits());
+        if q_bits <= 64 {
+            let q = n.0[0].wrapping_mul(crate::q::inverse_u64(m.0[0]));
+            return U256([q, 0, 0, 0]);
+        }
+        if q_bits <= 128 {
+            let low = |x: U256| (u128::from(x.0[1]) << 64) | u128::from(x.0[0]);
+            return U256::from_u128(low(n).wrapping_mul(crate::q::inverse_u128(low(m))));
+        }
         n.wrapping_mul(m.inverse_odd())
     }
 
@@ -216,7 +227,10 @@ impl U256 {
             return None;
         }
         let q = self.div_exact(d);
-        (q.checked_mul(d) == Some(self)).then_some(q)
+        // A product has at least bits(q) + bits(d) − 1 bits: a longer quotient is
+        // none, without the product.
+        let short = self.is_zero() || q.bits() + d.bits() <= self.bits() + 1;
+        (short && q.checked_mul(d) == Some(self)).then_some(q)
     }
 
     fn trailing_zeros(self) -> u32 {
@@ -430,8 +444,12 @@ mod tests {
             if let Some(q) = got {
                 assert_eq!(big(q), big(x) / big(d));
             }
-            if let Some(m) = d.checked_mul(x.shr(128)) {
-                assert_eq!(m.quotient_if_divides(d), Some(x.shr(128)));
+            // Quotients of 64, 128 and 256 bits (the inverse to three precisions).
+            for q in [x.shr(192), x.shr(128), x] {
+                if let Some(m) = d.checked_mul(q) {
+                    assert_eq!(m.div_exact(d), q);
+                    assert_eq!(m.quotient_if_divides(d), Some(q));
+                }
             }
         }
         assert_eq!(U256::ZERO.quotient_if_divides(U256::ONE), Some(U256::ZERO));
