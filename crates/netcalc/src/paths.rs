@@ -9,7 +9,7 @@
 //! of a network share many tails, so [`PathSums`] computes each tail once per
 //! recomputation and every flow that ends in it reuses it.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::q::{Unreduced, Q};
 
@@ -148,14 +148,14 @@ impl Tail {
 /// that starts at `server` and continues with the tail `rest`.
 #[derive(Debug)]
 pub(crate) struct PathSums {
-    index: HashMap<(usize, usize), usize>,
+    index: FxHashMap<(usize, usize), usize>,
     nodes: Vec<Tail>,
 }
 
 impl Default for PathSums {
     fn default() -> PathSums {
         PathSums {
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             nodes: vec![Tail::Lazy(LazySums::default())],
         }
     }
