@@ -762,12 +762,9 @@ impl Admission {
         };
         let s = sums.of(&f.path, terms).ok_or(Unbounded(first))?;
         let rate = min_rate.ok_or(Unbounded(first))?;
-        // max(0, Σc − b⁰ Σ1/R − r W + offset): the flow's own small terms first, so
-        // only two operations are on the long sums.
         let offset = delay_offset_rate_latency(&f.st.arrivals[0], &rate).ok_or(Unbounded(first))?;
-        let own = &offset - &(b0 * &s.inv_rate);
-        let sfa = (&(&s.cterm - &(r * &s.weighted)) + &own).max(Q::zero());
-        Ok(Some((s.delay.clone(), sfa)))
+        let (tfa, sfa) = s.bounds(r, b0, &offset);
+        Ok(Some((tfa, sfa.max(Q::zero()))))
     }
 
     /// The envelope sums `(Σ r, Σ b)` of a server's members: `Σ b` in closed form

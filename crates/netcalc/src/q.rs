@@ -175,7 +175,7 @@ pub(crate) fn inverse_u64(m: u64) -> u64 {
 }
 
 /// The inverse of an odd `m` modulo 2^128 (one more Newton step from 64 bits).
-fn inverse_u128(m: u128) -> u128 {
+pub(crate) fn inverse_u128(m: u128) -> u128 {
     let x = u128::from(inverse_u64(m as u64));
     x.wrapping_mul(2u128.wrapping_sub(m.wrapping_mul(x)))
 }
@@ -615,6 +615,104 @@ fn mid_cmp(x: &Wide, y: &Wide) -> Ordering {
     }
 }
 
+/// An exact fraction `±n / d` on 256-bit magnitudes that is *not* kept in lowest
+/// terms: a sum takes the least common multiple of the denominators but skips the
+/// gcd of the numerator with it, and a product multiplies straight across. For long
+/// sums that are read once at the end (the path sums of the closed forms), one gcd
+/// at the end ([`Unreduced::to_q`]) replaces one per operation. Every operation
+/// returns `None` where a magnitude would pass 256 bits (the caller then works with
+/// [`Q`]); the value is always exact. Copied inline: no allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Unreduced(Wide);
+
+impl Default for Unreduced {
+    fn default() -> Unreduced {
+        Unreduced::ZERO
+    }
+}
+
+impl Unreduced {
+    pub(crate) const ZERO: Unreduced = Unreduced(Wide {
+        neg: false,
+        n: U256::ZERO,
+        d: U256::ONE,
+    });
+
+    /// `x`, unless it is a heap big integer.
+    pub(crate) fn of(x: &Q) -> Option<Unreduced> {
+        x.wide().map(Unreduced)
+    }
+
+    /// `1 / x`, unless `x` is zero or a heap big integer.
+    pub(crate) fn recip_of(x: &Q) -> Option<Unreduced> {
+        let w = x.wide().filter(|w| !w.n.is_zero())?;
+        Some(Unreduced(Wide {
+            neg: w.neg,
+            n: w.d,
+            d: w.n,
+        }))
+    }
+
+    /// `self + o` over the least common multiple of the denominators.
+    pub(crate) fn add(self, o: Unreduced) -> Option<Unreduced> {
+        let (x, y) = (self.0, o.0);
+        if x.d == y.d {
+            let (neg, n) = signed_sum(x.neg, x.n, y.neg, y.n)?;
+            return Some(Unreduced::signed(neg, n, x.d));
+        }
+        // One denominator is mostly a multiple of the other (a server's delay has
+        // the delays of the servers upstream in its denominator): a test that
+        // multiplies is cheaper than the gcd.
+        let (small, large) = if x.d < y.d { (x, y) } else { (y, x) };
+        if let Some(m) = large.d.quotient_if_divides(small.d) {
+            let (neg, n) = signed_sum(small.neg, small.n.checked_mul(m)?, large.neg, large.n)?;
+            return Some(Unreduced::signed(neg, n, large.d));
+        }
+        let g = x.d.gcd(y.d);
+        let (b1, d1) = (x.d.div_exact(g), y.d.div_exact(g));
+        let (neg, n) = signed_sum(x.neg, x.n.checked_mul(d1)?, y.neg, y.n.checked_mul(b1)?)?;
+        Some(Unreduced::signed(neg, n, b1.checked_mul(y.d)?))
+    }
+
+    /// `self − o`.
+    pub(crate) fn sub(self, o: Unreduced) -> Option<Unreduced> {
+        self.add(o.neg())
+    }
+
+    /// `self · o`, multiplied straight across (zero stays `0/1`).
+    pub(crate) fn mul(self, o: Unreduced) -> Option<Unreduced> {
+        let (x, y) = (self.0, o.0);
+        if x.n.is_zero() || y.n.is_zero() {
+            return Some(Unreduced::ZERO);
+        }
+        let n = x.n.checked_mul(y.n)?;
+        Some(Unreduced::signed(x.neg != y.neg, n, x.d.checked_mul(y.d)?))
+    }
+
+    fn neg(self) -> Unreduced {
+        Unreduced::signed(!self.0.neg, self.0.n, self.0.d)
+    }
+
+    /// `±n / d` with zero kept unsigned.
+    fn signed(neg: bool, n: U256, d: U256) -> Unreduced {
+        Unreduced(Wide {
+            neg: neg && !n.is_zero(),
+            n,
+            d,
+        })
+    }
+
+    /// The canonical [`Q`] of the value: one gcd.
+    pub(crate) fn to_q(self) -> Q {
+        let Wide { neg, n, d } = self.0;
+        if n.is_zero() {
+            return Q::zero();
+        }
+        let g = n.gcd(d);
+        from_wide(neg, n.div_exact(g), d.div_exact(g))
+    }
+}
+
 fn add_small(a: i128, b: i128, c: i128, d: i128) -> Option<Q> {
     if b == d {
         let n = a.checked_add(c)?;
@@ -1005,6 +1103,84 @@ mod tests {
                     .to_string()
             );
         }
+    }
+
+    /// Unreduced sums, differences and products (chained, so denominators are not in
+    /// lowest terms) read back as the canonical `Q` of the same operations, or say
+    /// that they left 256 bits; values beyond 256 bits are refused.
+    #[test]
+    fn unreduced_fractions_agree_with_q() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let (mut kept, mut overflowed) = (0, 0);
+        for _ in 0..20_000 {
+            let value = |rng: &mut rand::rngs::StdRng| match rng.gen_range(0..3) {
+                0 => any_q(rng),
+                _ => q(
+                    rng.gen::<i64>().into(),
+                    rng.gen_range(1..=i128::from(u64::MAX)),
+                ),
+            };
+            let xs: Vec<Q> = (0..4).map(|_| value(&mut rng)).collect();
+            let all: Option<Vec<Unreduced>> = xs.iter().map(Unreduced::of).collect();
+            let Some(us) = all else {
+                assert!(xs.iter().any(|x| matches!(x.0, Repr::Big(_))));
+                continue;
+            };
+            let (mut want, mut got) = (xs[0].clone(), Some(us[0]));
+            for (x, u) in xs.iter().zip(&us).skip(1) {
+                let op = rng.gen_range(0..3);
+                want = match op {
+                    0 => &want + x,
+                    1 => &want - x,
+                    _ => &want * x,
+                };
+                got = got.and_then(|g| match op {
+                    0 => g.add(*u),
+                    1 => g.sub(*u),
+                    _ => g.mul(*u),
+                });
+            }
+            match got {
+                Some(g) => {
+                    kept += 1;
+                    let q = g.to_q();
+                    assert_eq!(q, want);
+                    assert!(canonical(&q));
+                }
+                None => overflowed += 1,
+            }
+            if let Some(r) = Unreduced::recip_of(&xs[1]) {
+                assert_eq!(r.to_q(), Q::one() / &xs[1]);
+            }
+        }
+        assert!(
+            kept > 1000 && overflowed > 100,
+            "{kept} kept, {overflowed} overflowed"
+        );
+        assert_eq!(Unreduced::recip_of(&Q::zero()), None);
+        assert_eq!(Unreduced::ZERO.to_q(), Q::zero());
+    }
+
+    /// Sums whose denominators are multiples of one another (the shortcut without a
+    /// gcd) and sums whose denominators share only part of their factors.
+    #[test]
+    fn unreduced_sums_of_related_denominators() {
+        let u = |n: i128, d: i128| Unreduced::of(&q(n, d)).unwrap();
+        let third = u(1, 3);
+        let s = third.add(u(1, 6)).unwrap();
+        assert_eq!(s.to_q(), q(1, 2));
+        assert_eq!(s.0.d, U256::from_u128(6), "the lcm, not the product");
+        let s = u(5, 12).add(u(-7, 18)).unwrap();
+        assert_eq!(s.to_q(), q(1, 36));
+        assert_eq!(s.0.d, U256::from_u128(36));
+        let wide = Unreduced::of(&(q(1, i128::MAX) * q(1, 3))).unwrap();
+        let s = wide.add(third).unwrap().sub(third).unwrap();
+        assert_eq!(s.to_q(), q(1, i128::MAX) * q(1, 3));
+        assert_eq!(wide.sub(wide).unwrap().to_q(), Q::zero());
+        assert!(!wide.sub(wide).unwrap().0.neg);
+        // Denominators past 256 bits: refused, not wrapped.
+        assert_eq!(wide.mul(wide).and_then(|w| w.mul(wide)), None);
     }
 
     #[test]

@@ -200,13 +200,37 @@ impl U256 {
     /// `self / d` for a `d > 0` known to divide `self`: no division at all. With
     /// `d = 2^k m`, `m` odd, the quotient is `(self >> k) · m⁻¹` modulo 2^256 (exact,
     /// since the quotient is below 2^256), `m⁻¹` by Newton's iteration.
+    /// A quotient known to fit 64 or 128 bits (it has at most `bits(self) −
+    /// bits(d) + 1`) is found modulo 2^64 or 2^128 with that much of the inverse.
     pub(crate) fn div_exact(self, d: U256) -> U256 {
         if d == U256::ONE {
             return self;
         }
         let k = d.trailing_zeros();
         let (n, m) = (self.shr(k), d.shr(k));
+        let q_bits = (n.bits() + 1).saturating_sub(m.bits());
+        if q_bits <= 64 {
+            let q = n.0[0].wrapping_mul(crate::q::inverse_u64(m.0[0]));
+            return U256([q, 0, 0, 0]);
+        }
+        if q_bits <= 128 {
+            let low = |x: U256| (u128::from(x.0[1]) << 64) | u128::from(x.0[0]);
+            return U256::from_u128(low(n).wrapping_mul(crate::q::inverse_u128(low(m))));
+        }
         n.wrapping_mul(m.inverse_odd())
+    }
+
+    /// `self / d` when `d > 0` divides `self`, else `None`: the quotient as
+    /// [`U256::div_exact`] would give it, kept only if multiplying back gives `self`.
+    pub(crate) fn quotient_if_divides(self, d: U256) -> Option<U256> {
+        if d > self && !self.is_zero() {
+            return None;
+        }
+        let q = self.div_exact(d);
+        // A product has at least bits(q) + bits(d) − 1 bits: a longer quotient is
+        // none, without the product.
+        let short = self.is_zero() || q.bits() + d.bits() <= self.bits() + 1;
+        (short && q.checked_mul(d) == Some(self)).then_some(q)
     }
 
     fn trailing_zeros(self) -> u32 {
@@ -340,6 +364,7 @@ fn lehmer_step(u: U256, v: U256) -> (U256, U256) {
 mod tests {
     use super::*;
     use num_integer::Integer;
+    use num_traits::Zero;
     use rand::{Rng, SeedableRng};
 
     fn big(x: U256) -> BigUint {
@@ -405,6 +430,30 @@ mod tests {
                 assert_eq!(a.div_exact(g), x);
             }
         }
+    }
+
+    #[test]
+    fn quotient_only_when_it_divides() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        for _ in 0..5_000 {
+            let d = random(&mut rng).shr(rng.gen_range(0..250)).max(U256::ONE);
+            let x = random(&mut rng).shr(rng.gen_range(0..256));
+            let want = big(x) % big(d) == BigUint::zero();
+            let got = x.quotient_if_divides(d);
+            assert_eq!(got.is_some(), want, "{:?} / {:?}", x, d);
+            if let Some(q) = got {
+                assert_eq!(big(q), big(x) / big(d));
+            }
+            // Quotients of 64, 128 and 256 bits (the inverse to three precisions).
+            for q in [x.shr(192), x.shr(128), x] {
+                if let Some(m) = d.checked_mul(q) {
+                    assert_eq!(m.div_exact(d), q);
+                    assert_eq!(m.quotient_if_divides(d), Some(q));
+                }
+            }
+        }
+        assert_eq!(U256::ZERO.quotient_if_divides(U256::ONE), Some(U256::ZERO));
+        assert_eq!(U256::ONE.quotient_if_divides(U256::from_u128(2)), None);
     }
 
     #[test]
