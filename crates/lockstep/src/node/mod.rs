@@ -124,15 +124,17 @@ pub struct NodeArgs {
     /// `packet` (recvmmsg/sendmmsg on a raw socket), `ring` (a receive ring of blocks
     /// shared with the kernel, TPACKET_V3), `ring-v2` (a receive ring of frame slots,
     /// TPACKET_V2), `xdp` (an AF_XDP socket fed by an XDP program on the interface,
-    /// before the kernel's stack; copy mode on veth). Default:
-    /// `packet`; the mode used is in the result (`io`). A mode the kernel lacks is an
-    /// error (exit 3), except `xdp`, which falls back to `packet` with a note.
+    /// before the kernel's stack; copy mode on veth; the fastest). Default: `packet`,
+    /// since the interface may carry the host's own traffic too, which an XDP program
+    /// would take from the kernel's stack (`lockstep lab run` gives its routers `xdp`);
+    /// the mode used is in the result (`io`). A mode the kernel lacks is an error
+    /// (exit 3), except `xdp`, which falls back to `packet` with a note.
     #[arg(long, value_name = "MODE", value_parser = parse_io)]
     pub io: Option<lockstep_linux::port::IoMode>,
 }
 
-/// Without `--io` a router uses the packet socket (the frame-slot ring forwards
-/// faster; see docs/BENCHMARKS.md for what the router-restart runs showed of it).
+/// Without `--io` a router uses the packet socket: on a host of its own the
+/// interface may carry the host's traffic too (the lab asks for `xdp` on its veths).
 fn io_choice(args: &NodeArgs) -> lockstep_linux::port::IoChoice {
     lockstep_linux::port::IoChoice::Force(args.io.unwrap_or(lockstep_linux::port::IoMode::Packet))
 }
