@@ -47,6 +47,15 @@ impl NodeClock {
         if self.drift_ppb == 0 {
             return t.saturating_add(self.offset_ns);
         }
+        // in 64 bits while nothing overflows (the same truncating division, so the
+        // same result as the 128-bit arithmetic below, without its division call)
+        let fast = t
+            .checked_mul(self.drift_ppb)
+            .and_then(|p| t.checked_add(p / 1_000_000_000))
+            .and_then(|v| v.checked_add(self.offset_ns));
+        if let Some(v) = fast {
+            return v;
+        }
         let d = i128::from(t) * i128::from(self.drift_ppb) / 1_000_000_000;
         (i128::from(t) + d + i128::from(self.offset_ns)).clamp(i64::MIN as i128, i64::MAX as i128)
             as i64
@@ -64,7 +73,7 @@ impl NodeClock {
             return x.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
         }
         let den = 1_000_000_000i128 + i128::from(self.drift_ppb);
-        let t = (x * 1_000_000_000).div_euclid(den);
+        let t = scaled_floor(x, den);
         let t = if self.local_i128(t) < i128::from(local) {
             t + 1
         } else {
@@ -76,6 +85,23 @@ impl NodeClock {
     fn local_i128(&self, t: i128) -> i128 {
         t + t * i128::from(self.drift_ppb) / 1_000_000_000 + i128::from(self.offset_ns)
     }
+}
+
+/// `floor(x · 10⁹ / den)` for `den > 0`. With `x = q·den + r` (`0 ≤ r < den`) it
+/// is `q·10⁹ + floor(r·10⁹ / den)`: in 64 bits when `x` and `den` fit (no 128-bit
+/// division call), otherwise in 128.
+fn scaled_floor(x: i128, den: i128) -> i128 {
+    const G: i64 = 1_000_000_000;
+    if let (Ok(x64), Ok(d64)) = (i64::try_from(x), i64::try_from(den)) {
+        if d64 > 0 && d64 <= G * 2 {
+            let (q, r) = (x64.div_euclid(d64), x64.rem_euclid(d64));
+            // r < den ≤ 2·10⁹, so r·10⁹ < 2^63; q·10⁹ and the sum are checked
+            if let Some(v) = q.checked_mul(G).and_then(|a| a.checked_add(r * G / d64)) {
+                return i128::from(v);
+            }
+        }
+    }
+    (x * 1_000_000_000).div_euclid(den)
 }
 
 /// A packet waiting for its node: the port it came in on, its bytes, when it arrived.
@@ -260,6 +286,9 @@ struct Cpus {
 impl Cpus {
     /// When the first CPU is free; `None` with no limit.
     fn earliest(&self) -> Option<i64> {
+        if self.free_at.is_empty() {
+            return None;
+        }
         self.free_at.iter().copied().min()
     }
 
@@ -609,6 +638,48 @@ mod tests {
         c.occupy(130, 130);
         assert_eq!(c.earliest(), Some(130));
         assert_eq!(Cpus::default().earliest(), None);
+    }
+
+    #[test]
+    fn scaled_floor_is_the_128_bit_division() {
+        let xs = [
+            0i128,
+            1,
+            -1,
+            999_999_999,
+            -1_000_000_001,
+            61_000_000_000,
+            i64::MAX as i128,
+        ];
+        let dens = [
+            1i128,
+            999_999_950,
+            1_000_000_000,
+            1_000_020_000,
+            2_000_000_000,
+            3_000_000_000,
+        ];
+        for x in xs {
+            for den in dens {
+                let want = (x * 1_000_000_000).div_euclid(den);
+                assert_eq!(scaled_floor(x, den), want, "x {x} den {den}");
+            }
+        }
+    }
+
+    #[test]
+    fn local_in_64_bits_is_the_128_bit_reading() {
+        for drift_ppb in [-200i64, -50, 50, 150, 20_000] {
+            let c = NodeClock {
+                offset_ns: -7,
+                drift_ppb,
+            };
+            for t in [0i64, 1, 999_999_999, 61_000_000_123, -5_000_000_001] {
+                let d = i128::from(t) * i128::from(drift_ppb) / 1_000_000_000;
+                let want = i128::from(t) + d + i128::from(c.offset_ns);
+                assert_eq!(i128::from(c.local(t)), want, "t {t} drift {drift_ppb}");
+            }
+        }
     }
 
     #[test]

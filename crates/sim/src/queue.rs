@@ -26,7 +26,7 @@ const BUCKET_BITS: u32 = 10;
 pub const BUCKET_NS: i64 = 1 << BUCKET_BITS;
 /// Buckets in the ring: together 4.2 ms ahead of the clock.
 pub const RING: usize = 4096;
-/// A bucket's vector is kept for reuse up to this many events (a burst — every
+/// A bucket's deque is kept for reuse up to this many events (a burst — every
 /// router's frame start at one instant — does not pin its size in every bucket).
 const KEEP: usize = 256;
 
@@ -115,7 +115,7 @@ impl Occupancy {
 pub struct EventQueue<E> {
     /// The events of bucket `b` (absolute number, `cursor < b < cursor + RING`)
     /// are `ring[b mod RING]`, in insertion order; `ring[cursor mod RING]` is empty.
-    ring: Vec<Vec<Item<E>>>,
+    ring: Vec<VecDeque<Item<E>>>,
     /// Bit `s` set ⇔ `ring[s]` holds events.
     occupied: Occupancy,
     /// The events of the bucket the clock is in (`cursor`), in order.
@@ -134,7 +134,7 @@ pub struct EventQueue<E> {
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
-            ring: (0..RING).map(|_| Vec::new()).collect(),
+            ring: (0..RING).map(|_| VecDeque::new()).collect(),
             occupied: Occupancy::new(),
             current: VecDeque::new(),
             cursor: 0,
@@ -155,7 +155,7 @@ impl<E> EventQueue<E> {
     /// Files an event of bucket `b` (`cursor < b < cursor + RING`) in the ring.
     fn put_in_ring(&mut self, b: i64, item: Item<E>) {
         let slot = Self::slot(b);
-        self.ring[slot].push(item);
+        self.ring[slot].push_back(item);
         self.occupied.set(slot);
         self.near += 1;
     }
@@ -207,14 +207,14 @@ impl<E> EventQueue<E> {
         }
         let slot = Self::slot(b);
         self.occupied.clear(slot);
-        let mut events = std::mem::take(&mut self.ring[slot]);
-        events.sort_unstable_by_key(Item::key);
-        let done = std::mem::replace(&mut self.current, VecDeque::from(events));
-        // the emptied vector serves the bucket that now enters the ring
-        let mut spare = Vec::from(done);
-        if spare.capacity() <= KEEP {
-            spare.clear();
-            self.ring[slot] = spare;
+        let events = &mut self.ring[slot];
+        if events.len() > 1 {
+            events.make_contiguous().sort_unstable_by_key(Item::key);
+        }
+        // the emptied deque serves the bucket that now enters the ring
+        std::mem::swap(&mut self.current, events);
+        if events.capacity() > KEEP {
+            *events = VecDeque::new();
         }
     }
 

@@ -1291,7 +1291,7 @@ fn rewrite_egress(buf: &mut [u8], dscp: DscpAction, hop: Option<&HopRecord>) -> 
         let Ok(mut probe) = ProbePacket::new_checked(udp.payload_mut()) else {
             return HopOutcome::NotProbe;
         };
-        match probe.push_hop_tracked(hop) {
+        match probe.push_hop_tracked_after_check(hop) {
             Ok(change) => change,
             Err(_) => return HopOutcome::NoRoom,
         }

@@ -553,6 +553,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// the packet already carries [`MAX_HOPS`]. Never panics.
     pub fn push_hop(&mut self, hop: &HopRecord) -> Result<(), WireError> {
         self.check_len()?;
+        self.push_hop_after_check(hop)
+    }
+
+    /// [`Packet::push_hop`] on a packet whose lengths [`Packet::check_len`] has
+    /// just passed (not checked again).
+    fn push_hop_after_check(&mut self, hop: &HopRecord) -> Result<(), WireError> {
         let hop_count = self.hop_count();
         let total_len = self.total_len();
         let at = self.hop_area_end();
@@ -581,10 +587,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// all that changes for the datagram is the padding the new record replaced.
     pub fn push_hop_tracked(&mut self, hop: &HopRecord) -> Result<SumChange, WireError> {
         self.check_len()?;
+        self.push_hop_tracked_after_check(hop)
+    }
+
+    /// [`Packet::push_hop_tracked`] on a packet made with [`Packet::new_checked`]
+    /// (its lengths are not checked again): what a router does once per hop.
+    pub(crate) fn push_hop_tracked_after_check(
+        &mut self,
+        hop: &HopRecord,
+    ) -> Result<SumChange, WireError> {
         let at = self.hop_area_end();
         let padding = self.buffer.as_ref().get(at..at + HOP_LEN).unwrap_or(&[]);
         let old = ones_complement_sum(padding, 0);
-        self.push_hop(hop)?;
+        self.push_hop_after_check(hop)?;
         Ok(SumChange { old, new: 0 })
     }
 
