@@ -371,12 +371,19 @@ struct Pass {
     ends: Vec<(usize, Q, Q)>,
     /// The path sums of the closed forms.
     sums: PathSums,
+    /// Arrival curves an accepted pass replaced, kept for their buffers: the next
+    /// pass writes shifted curves into them instead of allocating new ones.
+    curves: Vec<Curve>,
 }
 
 impl Pass {
     /// Drops what the pass recorded, keeping the buffers.
     fn clear(&mut self) {
-        self.undo.clear();
+        for u in self.undo.drain(..) {
+            if let Undo::Arrival(_, _, curve) = u {
+                self.curves.push(curve);
+            }
+        }
         self.touched.clear();
         self.ends.clear();
         self.sums.clear();
@@ -817,9 +824,11 @@ impl Admission {
                 .and_then(|f| f.as_mut())
                 .ok_or(Unbounded(j))?;
             if k + 1 < f.path.len() {
-                let out = f.st.arrivals[k].shift(&shift);
-                let old = std::mem::replace(&mut f.st.arrivals[k + 1], out);
-                pass.undo.push(Undo::Arrival(slot, k + 1, old));
+                let mut out = pass.curves.pop().unwrap_or_else(Curve::scratch);
+                let (here, next) = f.st.arrivals.split_at_mut(k + 1);
+                here[k].shift_into(&shift, &mut out);
+                std::mem::swap(&mut next[0], &mut out);
+                pass.undo.push(Undo::Arrival(slot, k + 1, out));
             }
             let old = std::mem::replace(&mut f.st.hop_delay[k], delay.clone());
             pass.undo.push(Undo::HopDelay(slot, k, old));
