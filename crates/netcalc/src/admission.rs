@@ -354,8 +354,6 @@ enum Undo {
     Arrival(usize, usize, Curve),
     HopDelay(usize, usize, Q),
     Residual(usize, usize, Service),
-    /// A server's FIFO delay, backlog and closed-form terms.
-    Server(usize, ServerVals),
     /// A flow's whole state (a full re-analysis starts from fresh states).
     Flow(usize, Box<FlowState>),
 }
@@ -364,6 +362,9 @@ enum Undo {
 #[derive(Debug, Default)]
 struct Pass {
     undo: Vec<Undo>,
+    /// Each recomputed server's previous FIFO delay, backlog and closed-form terms
+    /// (apart from `undo`, whose entries are a quarter of their size without them).
+    servers: Vec<(usize, ServerVals)>,
     /// Flow slots whose state was recomputed, in the order first touched.
     touched: Vec<usize>,
     /// For each touched flow whose end-to-end bounds were recomputed: its previous
@@ -371,12 +372,20 @@ struct Pass {
     ends: Vec<(usize, Q, Q)>,
     /// The path sums of the closed forms.
     sums: PathSums,
+    /// Arrival curves an accepted pass replaced, kept for their buffers: the next
+    /// pass writes shifted curves into them instead of allocating new ones.
+    curves: Vec<Curve>,
 }
 
 impl Pass {
     /// Drops what the pass recorded, keeping the buffers.
     fn clear(&mut self) {
-        self.undo.clear();
+        for u in self.undo.drain(..) {
+            if let Undo::Arrival(_, _, curve) = u {
+                self.curves.push(curve);
+            }
+        }
+        self.servers.clear();
         self.touched.clear();
         self.ends.clear();
         self.sums.clear();
@@ -540,13 +549,13 @@ impl Admission {
                 f.st.sfa = sfa;
             }
         }
+        for (j, v) in pass.servers.into_iter().rev() {
+            let st = &mut self.sstate[j];
+            (st.fifo_delay, st.backlog) = (v.fifo_delay, v.backlog);
+            (st.shift, st.cterm) = (v.shift, v.cterm);
+        }
         for u in pass.undo.into_iter().rev() {
             match u {
-                Undo::Server(j, v) => {
-                    let st = &mut self.sstate[j];
-                    (st.fifo_delay, st.backlog) = (v.fifo_delay, v.backlog);
-                    (st.shift, st.cterm) = (v.shift, v.cterm);
-                }
                 Undo::Flow(slot, st) => {
                     if let Some(Some(f)) = self.flows.get_mut(slot) {
                         f.st = *st;
@@ -682,13 +691,14 @@ impl Admission {
     /// end-to-end bounds of every flow crossing them; `pass` records what was replaced.
     fn recompute(&mut self, order: &[usize], pass: &mut Pass) -> Result<(), Unbounded> {
         self.epoch += 1;
-        // Up to three replaced values per member and one per server: reserve once
-        // instead of growing (and copying) the log while it fills.
+        // Up to three replaced values per member: reserve once instead of growing
+        // (and copying) the log while it fills.
         let entries: usize = order
             .iter()
-            .map(|&j| 3 * self.sstate[j].members.len() + 1)
+            .map(|&j| 3 * self.sstate[j].members.len())
             .sum();
         pass.undo.reserve(entries);
+        pass.servers.reserve(order.len());
         for &j in order {
             match self.closed {
                 true => self.compute_server_closed(j, pass)?,
@@ -817,9 +827,11 @@ impl Admission {
                 .and_then(|f| f.as_mut())
                 .ok_or(Unbounded(j))?;
             if k + 1 < f.path.len() {
-                let out = f.st.arrivals[k].shift(&shift);
-                let old = std::mem::replace(&mut f.st.arrivals[k + 1], out);
-                pass.undo.push(Undo::Arrival(slot, k + 1, old));
+                let mut out = pass.curves.pop().unwrap_or_else(Curve::scratch);
+                let (here, next) = f.st.arrivals.split_at_mut(k + 1);
+                here[k].shift_into(&shift, &mut out);
+                std::mem::swap(&mut next[0], &mut out);
+                pass.undo.push(Undo::Arrival(slot, k + 1, out));
             }
             let old = std::mem::replace(&mut f.st.hop_delay[k], delay.clone());
             pass.undo.push(Undo::HopDelay(slot, k, old));
@@ -831,7 +843,7 @@ impl Admission {
             shift: std::mem::replace(&mut st.shift, shift),
             cterm: std::mem::replace(&mut st.cterm, cterm),
         };
-        pass.undo.push(Undo::Server(j, old));
+        pass.servers.push((j, old));
         Ok(())
     }
 
@@ -921,7 +933,7 @@ impl Admission {
             shift: std::mem::take(&mut st.shift),
             cterm: std::mem::take(&mut st.cterm),
         };
-        pass.undo.push(Undo::Server(j, old));
+        pass.servers.push((j, old));
         Ok(())
     }
 
@@ -1116,15 +1128,18 @@ impl Admission {
 
     /// The flows of a pass (except `skip`) whose TFA or SFA bound changed, by name.
     fn changed_bounds(&self, pass: &Pass, skip: Option<usize>) -> Vec<FlowBounds> {
-        let mut changed: Vec<FlowBounds> = pass
-            .ends
-            .iter()
-            .filter(|(s, _, _)| Some(*s) != skip)
-            .filter_map(|(s, tfa, sfa)| {
-                let f = self.flows.get(*s)?.as_ref()?;
-                (f.st.tfa != *tfa || f.st.sfa != *sfa).then(|| self.bounds_of(&f.def, &f.st))
-            })
-            .collect();
+        // Sized once: most flows of a pass change, and growing the vector step by
+        // step copied the bounds built so far several times.
+        let mut changed = Vec::with_capacity(pass.ends.len());
+        changed.extend(
+            pass.ends
+                .iter()
+                .filter(|(s, _, _)| Some(*s) != skip)
+                .filter_map(|(s, tfa, sfa)| {
+                    let f = self.flows.get(*s)?.as_ref()?;
+                    (f.st.tfa != *tfa || f.st.sfa != *sfa).then(|| self.bounds_of(&f.def, &f.st))
+                }),
+        );
         changed.sort_by(|a, b| a.name.cmp(&b.name));
         changed
     }

@@ -292,8 +292,28 @@ impl Curve {
     /// `α(t + d)` for `t > 0`: the arrival curve of a flow's output after a server that
     /// delays every bit by at most `d` (total flow analysis through a FIFO server).
     pub fn shift(&self, d: &Q) -> Curve {
+        let mut out = Curve::scratch();
+        self.shift_into(d, &mut out);
+        out
+    }
+
+    /// A curve with no points, only to be written into by [`Curve::shift_into`].
+    pub(crate) fn scratch() -> Curve {
+        Curve {
+            pts: Vec::new(),
+            slopes: Vec::new(),
+        }
+    }
+
+    /// [`Curve::shift`] written into `out`, reusing its buffers (whatever it held
+    /// before is replaced).
+    pub(crate) fn shift_into(&self, d: &Q, out: &mut Curve) {
+        out.pts.clear();
+        out.slopes.clear();
         if !d.is_positive() {
-            return self.clone();
+            out.pts.extend_from_slice(&self.pts);
+            out.slopes.extend_from_slice(&self.slopes);
+            return;
         }
         let i = self.piece(d);
         let (pt, py) = &self.pts[i];
@@ -302,19 +322,15 @@ impl Curve {
         } else {
             py + &(&self.slopes[i] * &(d - pt))
         };
-        let n = self.pts.len() - i;
-        let mut pts = Vec::with_capacity(n);
-        let mut slopes = Vec::with_capacity(n);
-        pts.push((Q::zero(), at_d));
-        slopes.push(self.slopes[i].clone());
+        out.pts.push((Q::zero(), at_d));
+        out.slopes.push(self.slopes[i].clone());
         for k in i + 1..self.pts.len() {
             let (t, y) = &self.pts[k];
-            pts.push((t - d, y.clone()));
-            slopes.push(self.slopes[k].clone());
+            out.pts.push((t - d, y.clone()));
+            out.slopes.push(self.slopes[k].clone());
         }
         // Still canonical: the slopes are a tail of this curve's (strictly
         // decreasing) and the later points stay after 0, so no normalisation.
-        Curve { pts, slopes }
     }
 
     /// The first point from which the slope is at most `rate`, as an index.
