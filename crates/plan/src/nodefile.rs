@@ -166,6 +166,24 @@ impl Default for LiveConfig {
     }
 }
 
+impl LiveConfig {
+    /// The first field where `other` runs differently from `self` among those that
+    /// routers sharing one thread must agree on (`live.clock`, `live.strategy`, …);
+    /// `None` when they agree.
+    pub fn thread_difference(&self, other: &LiveConfig) -> Option<&'static str> {
+        [
+            ("live.clock", self.clock == other.clock),
+            ("live.strategy", self.strategy == other.strategy),
+            ("live.priority", self.priority == other.priority),
+            ("live.cpu", self.cpu == other.cpu),
+            ("live.coalesce", self.coalesce == other.coalesce),
+        ]
+        .into_iter()
+        .find(|&(_, same)| !same)
+        .map(|(field, _)| field)
+    }
+}
+
 /// One flow a sender sends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -332,10 +350,14 @@ pub const NOT_ROUTER: &str = "only a router (edge or core) takes frames in batch
 /// The longest a router may hold off taking frames after a busy wake-up.
 pub const MAX_COALESCE: Duration = Duration(1_000_000);
 
-/// A router's `coalesce` lies in 0..=[`MAX_COALESCE`]; else what is wrong.
-pub fn check_coalesce(c: Duration) -> Result<(), String> {
+/// A `coalesce` lies in 0..=[`MAX_COALESCE`], and only a router (`role`) sets one
+/// above zero; else what is wrong.
+pub fn check_coalesce(c: Duration, role: Role) -> Result<(), String> {
     if c < Duration::ZERO || c > MAX_COALESCE {
         return Err(format!("{c} is outside 0..={MAX_COALESCE}"));
+    }
+    if c > Duration::ZERO && !matches!(role, Role::Edge | Role::Core) {
+        return Err(NOT_ROUTER.to_string());
     }
     Ok(())
 }
@@ -350,13 +372,8 @@ fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
             format!("{} is outside 1..={MAX_BATCH}", live.batch),
         );
     }
-    if let Some(c) = live.coalesce {
-        if let Err(m) = check_coalesce(c) {
-            return err("coalesce", m);
-        }
-        if c > Duration::ZERO && !matches!(node.role, Role::Edge | Role::Core) {
-            return err("coalesce", NOT_ROUTER.to_string());
-        }
+    if let Some(Err(m)) = live.coalesce.map(|c| check_coalesce(c, node.role)) {
+        return err("coalesce", m);
     }
     if let Some(p) = live.priority {
         if !(1..=99).contains(&p) {

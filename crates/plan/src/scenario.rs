@@ -1217,10 +1217,8 @@ impl Scenario {
                 None => None,
                 Some(v) => {
                     let d = c.duration(v, &f("coalesce"))?;
-                    crate::nodefile::check_coalesce(d).map_err(|m| c.err(v, &f("coalesce"), m))?;
-                    if d > Duration::ZERO && !matches!(role, Role::Edge | Role::Core) {
-                        return Err(c.err(v, &f("coalesce"), crate::nodefile::NOT_ROUTER));
-                    }
+                    crate::nodefile::check_coalesce(d, role)
+                        .map_err(|m| c.err(v, &f("coalesce"), m))?;
                     Some(d)
                 }
             };

@@ -286,9 +286,6 @@ struct Cpus {
 impl Cpus {
     /// When the first CPU is free; `None` with no limit.
     fn earliest(&self) -> Option<i64> {
-        if self.free_at.is_empty() {
-            return None;
-        }
         self.free_at.iter().copied().min()
     }
 

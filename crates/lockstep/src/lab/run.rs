@@ -515,13 +515,7 @@ fn run_one(
     let shares = |c: &NodeFile| {
         s.routers != RouterLayout::PerNode
             && matches!(c.node.role, Role::Edge | Role::Core)
-            && first_router.is_some_and(|f| {
-                f.live.strategy == c.live.strategy
-                    && f.live.priority == c.live.priority
-                    && f.live.cpu == c.live.cpu
-                    && f.live.coalesce == c.live.coalesce
-                    && f.live.clock == c.live.clock
-            })
+            && first_router.is_some_and(|f| f.live.thread_difference(&c.live).is_none())
     };
     let mut grouped: Vec<String> = Vec::new();
     for n in &p.nodes {
@@ -1193,46 +1187,39 @@ fn fold_notes(notes: &[String]) -> Vec<String> {
         let name = |s: &str| !s.is_empty() && !s.contains(' ');
         (name(node) && name(port)).then(|| (format!("{node} {port}"), what))
     }
-    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
-    let mut out: Vec<Result<String, usize>> = Vec::new();
+    // Per line, in the order first seen: the first note, what it says of a port
+    // (none for a note of another shape) and the ports it is said of.
+    let mut lines: Vec<(&String, Option<&str>, Vec<String>)> = Vec::new();
     for n in notes {
         match split(n) {
-            Some((place, what)) => match groups.iter().position(|(w, _)| *w == what) {
-                Some(g) => groups[g].1.push(place),
-                None => {
-                    out.push(Err(groups.len()));
-                    groups.push((what, vec![place]));
-                }
+            Some((place, what)) => match lines.iter_mut().find(|l| l.1 == Some(what)) {
+                Some(l) => l.2.push(place),
+                None => lines.push((n, Some(what), vec![place])),
             },
-            None => out.push(Ok(n.clone())),
+            None => lines.push((n, None, Vec::new())),
         }
     }
     const NAMED: usize = 4;
-    out.into_iter()
-        .map(|o| match o {
-            Ok(n) => n,
-            Err(g) => {
-                let (what, places) = &groups[g];
-                match places.as_slice() {
-                    [one] => format!("{}: {what}", one.replacen(' ', ": ", 1)),
-                    _ => {
-                        let more = places.len().saturating_sub(NAMED);
-                        let named = places[..places.len().min(NAMED)].join(", ");
-                        let tail = if more > 0 {
-                            format!(" and {more} more")
-                        } else {
-                            String::new()
-                        };
-                        format!("{what} ({} ports: {named}{tail})", places.len())
-                    }
-                }
+    lines
+        .into_iter()
+        .map(|(first, what, places)| match (what, places.len()) {
+            (Some(what), n) if n > 1 => {
+                let named = places[..n.min(NAMED)].join(", ");
+                let tail = match n.saturating_sub(NAMED) {
+                    0 => String::new(),
+                    more => format!(" and {more} more"),
+                };
+                format!("{what} ({n} ports: {named}{tail})")
             }
+            _ => first.clone(),
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn notes_that_say_the_same_of_several_ports_are_one_line() {
         let notes: Vec<String> = [
@@ -1255,8 +1242,6 @@ mod tests {
             ]
         );
     }
-
-    use super::*;
 
     #[test]
     fn warnings_of_several_nodes_are_merged() {

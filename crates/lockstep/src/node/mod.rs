@@ -468,23 +468,16 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             ))
             .into());
         }
-        if let Some(first) = files.first() {
-            for (field, same) in [
-                ("live.clock", first.live.clock == file.live.clock),
-                ("live.strategy", first.live.strategy == file.live.strategy),
-                ("live.priority", first.live.priority == file.live.priority),
-                ("live.cpu", first.live.cpu == file.live.cpu),
-                ("live.coalesce", first.live.coalesce == file.live.coalesce),
-            ] {
-                if !same {
-                    return Err(UsageError(format!(
-                        "{}: {field}: differs from {}; routers sharing a thread share how it waits and runs",
-                        path.display(),
-                        args.config[0].display()
-                    ))
-                    .into());
-                }
-            }
+        if let Some(field) = files
+            .first()
+            .and_then(|first| first.live.thread_difference(&file.live))
+        {
+            return Err(UsageError(format!(
+                "{}: {field}: differs from {}; routers sharing a thread share how it waits and runs",
+                path.display(),
+                args.config[0].display()
+            ))
+            .into());
         }
         files.push(file);
     }

@@ -676,8 +676,9 @@ impl Group {
 }
 
 /// How long to sleep without watching the ports before the next receive: the
-/// coalescing time when the last receive found frames (`busy`), capped by how long
-/// the loop may block (`block_for`: none when it spins); `None`: wait on the ports.
+/// coalescing time when the last receive found frames (`busy`) and it fits in how
+/// long the loop may block (`block_for`: none when it spins); `None`: wait on the
+/// ports.
 ///
 /// Before a frame start (`precise`) the sleep ends at least one coalescing time
 /// ahead of it, and in that last stretch the router waits on the ports: a frame
@@ -691,12 +692,8 @@ fn coalesced_sleep(
     precise: bool,
 ) -> Option<i64> {
     let t = block_for?;
-    let room = if precise {
-        t.saturating_sub(coalesce)
-    } else {
-        t
-    };
-    (busy && coalesce > 0 && room >= coalesce).then(|| coalesce.min(room))
+    let reserve = if precise { coalesce } else { 0 };
+    (busy && coalesce > 0 && t.saturating_sub(reserve) >= coalesce).then_some(coalesce)
 }
 
 /// Until when the loop waits from `now`, and whether that is a frame start (hybrid
