@@ -36,6 +36,7 @@
 //! service per hop (a unit property test compares both ways).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use crate::curve::{
     backlog_bound_rate_latency, delay_bound, delay_offset_rate_latency, fifo_aggregate,
@@ -70,8 +71,10 @@ impl Analysis {
 /// The bounds of one flow.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowBounds {
-    pub name: String,
-    pub path: Vec<String>,
+    /// Shared with the admission's own record of the flow: a report of many changed
+    /// flows copies no names.
+    pub name: Arc<str>,
+    pub path: Arc<[String]>,
     /// End-to-end delay bound of the total flow analysis, seconds.
     pub tfa: Q,
     /// Delay bound at each hop of the total flow analysis, seconds.
@@ -157,7 +160,7 @@ impl Report {
         self.servers.iter().filter(|s| s.fits() == Some(false))
     }
     pub fn flow(&self, name: &str) -> Option<&FlowBounds> {
-        self.flows.iter().find(|f| f.name == name)
+        self.flows.iter().find(|f| &*f.name == name)
     }
     pub fn server(&self, name: &str) -> Option<&ServerBounds> {
         self.servers.iter().find(|s| s.name == name)
@@ -233,7 +236,16 @@ pub struct Admission {
     spare: Spare,
     /// Every server is FIFO: the closed forms apply (see [`ServerState::upstream`]).
     closed: bool,
+    /// See [`Admission::set_threads`].
+    threads: usize,
 }
+
+/// The fewest flows worth a thread of their own in [`Admission::end_bounds`]:
+/// below this, starting the thread costs more than it saves.
+const FLOWS_PER_THREAD: usize = 32;
+
+/// The most threads [`Admission::new`] uses by default.
+const DEFAULT_MAX_THREADS: usize = 4;
 
 /// Empty pass buffers kept between admissions: an admission's undo log is tens of
 /// kilobytes, and handing a block that large back to the allocator every time made
@@ -263,6 +275,9 @@ struct ServerState {
     /// server `i` upstream of this one on a member's path, `s_i` times the `Σ r` of
     /// those members (`upstream[i]`): a few products instead of a sum over members.
     env_rate: Q,
+    /// `R − env_rate`: a member's FIFO residual rate here is this plus its own `r`
+    /// (set with the first member).
+    spare: Q,
     burst0: Q,
     upstream: BTreeMap<usize, Q>,
     /// The delay `s` (closed forms only).
@@ -280,6 +295,7 @@ impl ServerState {
             fifo_delay: None,
             backlog: Q::zero(),
             env_rate: Q::zero(),
+            spare: Q::zero(),
             burst0: Q::zero(),
             upstream: BTreeMap::new(),
             shift: Q::zero(),
@@ -289,10 +305,11 @@ impl ServerState {
 
     /// Adds (`sign` 1) or takes away (`sign` −1) a member's part of the closed
     /// forms: its envelope `(r, b)` at its first hop, and `r` for each server
-    /// `upstream` of this one on its path.
-    fn account(&mut self, env: &(Q, Q), upstream: &[usize], sign: i64) {
+    /// `upstream` of this one on its path. `rate`: the server's.
+    fn account(&mut self, rate: &Q, env: &(Q, Q), upstream: &[usize], sign: i64) {
         let (r, b) = (&env.0 * &Q::int(sign), &env.1 * &Q::int(sign));
         self.env_rate = &self.env_rate + &r;
+        self.spare = rate - &self.env_rate;
         self.burst0 = &self.burst0 + &b;
         for &i in upstream {
             let sum = self.upstream.entry(i).or_insert_with(Q::zero);
@@ -316,6 +333,9 @@ struct ServerVals {
 #[derive(Clone, Debug)]
 struct FlowSlot {
     def: Flow,
+    /// `def.name` and `def.path`, shared with every [`FlowBounds`] of the flow.
+    name: Arc<str>,
+    names: Arc<[String]>,
     path: Vec<usize>,
     seq: u64,
     /// The token-bucket envelope `(r, b)` of its arrival curve at its first hop.
@@ -392,6 +412,9 @@ impl Pass {
     }
 }
 
+/// A flow's TFA and SFA bounds, `None` for an empty slot.
+type EndBounds = Option<(Q, Q)>;
+
 /// An internal failure of the analysis (an unbounded bound where validation should
 /// have prevented it): reported as instability of a server.
 struct Unbounded(usize);
@@ -425,6 +448,9 @@ impl Admission {
                 .servers
                 .iter()
                 .all(|s| s.multiplexing == Multiplexing::Fifo),
+            threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(DEFAULT_MAX_THREADS),
         };
         for (i, f) in net.flows.iter().enumerate() {
             let field = |k: &str| Field::new("flow", Some(i), Some(&f.name)).key(k);
@@ -501,13 +527,15 @@ impl Admission {
             let pos = st.members.partition_point(|m| m.0 < slot);
             st.members.insert(pos, (slot, k));
             st.load = &st.load + &def.rate;
-            st.account(&env0, &path[..k], 1);
+            st.account(&self.servers[j].rate, &env0, &path[..k], 1);
         }
         for w in path.windows(2) {
             *self.succ[w[0]].entry(w[1]).or_insert(0) += 1;
         }
         self.flow_index.insert(def.name.clone(), slot);
         self.flows[slot] = Some(FlowSlot {
+            name: Arc::from(def.name.as_str()),
+            names: Arc::from(def.path.as_slice()),
             def,
             path,
             seq: self.next_seq,
@@ -526,7 +554,7 @@ impl Admission {
             let st = &mut self.sstate[j];
             st.members.retain(|m| m.0 != slot);
             st.load = &st.load - &f.def.rate;
-            st.account(&f.env0, &f.path[..k], -1);
+            st.account(&self.servers[j].rate, &f.env0, &f.path[..k], -1);
         }
         for w in f.path.windows(2) {
             if let Some(c) = self.succ[w[0]].get_mut(&w[1]) {
@@ -706,12 +734,8 @@ impl Admission {
             }
         }
         pass.sums.clear();
-        for i in 0..pass.touched.len() {
-            let slot = pass.touched[i];
-            let bounds = match self.closed {
-                true => self.closed_bounds(slot, &mut pass.sums)?,
-                false => self.bounds_from_hops(slot)?,
-            };
+        let bounds = self.end_bounds(&pass.touched, &mut pass.sums)?;
+        for (&slot, bounds) in pass.touched.iter().zip(bounds) {
             let Some((tfa, sfa)) = bounds else { continue };
             let Some(f) = self.flows.get_mut(slot).and_then(|f| f.as_mut()) else {
                 continue;
@@ -721,6 +745,58 @@ impl Admission {
             pass.ends.push((slot, old_tfa, old_sfa));
         }
         Ok(())
+    }
+
+    /// The end-to-end bounds of the flows in `slots`, in their order, from the
+    /// servers' new state. Each flow's are a function of that state alone, so where
+    /// there are many they are computed in up to [`Admission::set_threads`] threads,
+    /// each on a consecutive part of `slots` (flows touched together share path
+    /// tails) with path sums of its own: the same values, and the same first error,
+    /// as one thread.
+    fn end_bounds(
+        &self,
+        slots: &[usize],
+        sums: &mut PathSums,
+    ) -> Result<Vec<EndBounds>, Unbounded> {
+        let parts = self.threads.min(slots.len() / FLOWS_PER_THREAD).max(1);
+        if parts == 1 {
+            return slots
+                .iter()
+                .map(|&s| self.flow_end_bounds(s, sums))
+                .collect();
+        }
+        let mut chunks = slots.chunks(slots.len().div_ceil(parts));
+        let first = chunks.next().unwrap_or_default();
+        std::thread::scope(|scope| {
+            let others: Vec<_> = chunks
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut own = PathSums::default();
+                        part.iter()
+                            .map(|&s| self.flow_end_bounds(s, &mut own))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                })
+                .collect();
+            let mut out: Vec<EndBounds> = first
+                .iter()
+                .map(|&s| self.flow_end_bounds(s, sums))
+                .collect::<Result<_, _>>()?;
+            for h in others {
+                // A panic in a worker is a bug: it goes on in this thread.
+                let part = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
+                out.extend(part);
+            }
+            Ok(out)
+        })
+    }
+
+    /// One flow's end-to-end bounds (`None` for an empty slot).
+    fn flow_end_bounds(&self, slot: usize, sums: &mut PathSums) -> Result<EndBounds, Unbounded> {
+        match self.closed {
+            true => self.closed_bounds(slot, sums),
+            false => self.bounds_from_hops(slot),
+        }
     }
 
     /// A flow's TFA and SFA bounds from its hop delays and residual services.
@@ -745,16 +821,22 @@ impl Admission {
         };
         let first = f.path.first().copied().unwrap_or(0);
         let (r, b0) = &f.env0;
-        let mut min_rate: Option<Q> = None;
-        for &j in &f.path {
-            let left = &self.servers[j].rate - &(&self.sstate[j].env_rate - r);
-            if !left.is_positive() {
-                return Err(Unbounded(j));
-            }
-            min_rate = Some(match min_rate {
-                Some(m) => m.min(left),
-                None => left,
-            });
+        // The end-to-end rate: the least residual rate `R − (Σr − r) = spare + r`
+        // on the path, from the least spare (comparisons, one sum).
+        let tightest = f
+            .path
+            .iter()
+            .map(|&j| &self.sstate[j].spare)
+            .min()
+            .ok_or(Unbounded(first))?;
+        let rate = tightest + r;
+        if !rate.is_positive() {
+            let j = f
+                .path
+                .iter()
+                .copied()
+                .find(|&j| !(&self.sstate[j].spare + r).is_positive());
+            return Err(Unbounded(j.unwrap_or(first)));
         }
         let zero = Q::zero();
         // Where the flow is a server's only member, its residual latency there is
@@ -771,7 +853,6 @@ impl Admission {
             }
         };
         let s = sums.of(&f.path, terms).ok_or(Unbounded(first))?;
-        let rate = min_rate.ok_or(Unbounded(first))?;
         let offset = delay_offset_rate_latency(&f.st.arrivals[0], &rate).ok_or(Unbounded(first))?;
         let (tfa, sfa) = s.bounds(r, b0, &offset);
         Ok(Some((tfa, sfa.max(Q::zero()))))
@@ -957,14 +1038,14 @@ impl Admission {
         }
     }
 
-    fn bounds_of(&self, def: &Flow, st: &FlowState) -> FlowBounds {
+    fn bounds_of(f: &FlowSlot) -> FlowBounds {
         FlowBounds {
-            name: def.name.clone(),
-            path: def.path.clone(),
-            tfa: st.tfa.clone(),
-            tfa_hops: st.hop_delay.clone(),
-            sfa: st.sfa.clone(),
-            deadline: def.deadline.clone(),
+            name: Arc::clone(&f.name),
+            path: Arc::clone(&f.names),
+            tfa: f.st.tfa.clone(),
+            tfa_hops: f.st.hop_delay.clone(),
+            sfa: f.st.sfa.clone(),
+            deadline: f.def.deadline.clone(),
         }
     }
 
@@ -1057,7 +1138,7 @@ impl Admission {
             }
         }
         if let Some(f) = breaking {
-            let b = self.bounds_of(&f.def, &f.st);
+            let b = Self::bounds_of(f);
             let deadline = b.deadline.clone().unwrap_or_default();
             let reject = Reject {
                 reason: format!(
@@ -1068,7 +1149,7 @@ impl Admission {
                     crate::units::Shown::new(&deadline, crate::units::Unit::Us)
                 ),
                 breaking: Breaking::Flow {
-                    name: b.name.clone(),
+                    name: b.name.to_string(),
                     bound: b.bound().clone(),
                     deadline,
                 },
@@ -1108,7 +1189,7 @@ impl Admission {
                 "internal error",
             )),
         })?;
-        let bounds = self.bounds_of(&f.def, &f.st);
+        let bounds = Self::bounds_of(f);
         let changed = self.changed_bounds(&pass, Some(slot));
         let flows_touched = pass.touched.len();
         self.keep_buffers(pass);
@@ -1137,7 +1218,7 @@ impl Admission {
                 .filter(|(s, _, _)| Some(*s) != skip)
                 .filter_map(|(s, tfa, sfa)| {
                     let f = self.flows.get(*s)?.as_ref()?;
-                    (f.st.tfa != *tfa || f.st.sfa != *sfa).then(|| self.bounds_of(&f.def, &f.st))
+                    (f.st.tfa != *tfa || f.st.sfa != *sfa).then(|| Self::bounds_of(f))
                 }),
         );
         changed.sort_by(|a, b| a.name.cmp(&b.name));
@@ -1148,7 +1229,7 @@ impl Admission {
     pub fn remove(&mut self, name: &str) -> Option<RemoveOk> {
         let slot = *self.flow_index.get(name)?;
         let f = self.flows[slot].as_ref()?;
-        let removed = self.bounds_of(&f.def, &f.st);
+        let removed = Self::bounds_of(f);
         let path = f.path.clone();
         let cone = self.cone(&path, &[]);
         // Still topological once the flow's edges are gone.
@@ -1193,11 +1274,24 @@ impl Admission {
         self.reanalyse_all();
     }
 
+    /// How many threads may compute the end-to-end bounds of the flows an admission
+    /// or removal touches (at least one; by default the CPUs available, at most
+    /// four). A thread takes part only when there are at least 32 flows per
+    /// thread: the bounds are the same with any number.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
+    }
+
+    /// See [`Admission::set_threads`].
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
     /// The bounds of one flow.
     pub fn bounds(&self, name: &str) -> Option<FlowBounds> {
         let slot = *self.flow_index.get(name)?;
         let f = self.flows[slot].as_ref()?;
-        Some(self.bounds_of(&f.def, &f.st))
+        Some(Self::bounds_of(f))
     }
 
     /// The bounds of one server.
@@ -1239,10 +1333,7 @@ impl Admission {
         let mut flows: Vec<&FlowSlot> = self.flows.iter().flatten().collect();
         flows.sort_by_key(|f| f.seq);
         Report {
-            flows: flows
-                .iter()
-                .map(|f| self.bounds_of(&f.def, &f.st))
-                .collect(),
+            flows: flows.iter().map(|f| Self::bounds_of(f)).collect(),
             servers: (0..self.servers.len())
                 .map(|j| self.server_bounds_of(j, &self.sstate[j]))
                 .collect(),

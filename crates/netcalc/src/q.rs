@@ -69,16 +69,15 @@ fn gcd_u64(mut a: u64, mut b: u64) -> u64 {
     (a, b) = (b, r);
     let shift = (a | b).trailing_zeros();
     a >>= a.trailing_zeros();
-    loop {
-        b >>= b.trailing_zeros();
-        if a > b {
-            std::mem::swap(&mut a, &mut b);
-        }
-        b -= a;
-        if b == 0 {
-            return a << shift;
-        }
+    b >>= b.trailing_zeros();
+    // Both odd: the smaller stays, the difference (even) loses its twos. `min` and
+    // `abs_diff` compile to conditional moves: no branch to mispredict per bit.
+    while a != b {
+        let d = a.abs_diff(b);
+        a = a.min(b);
+        b = d >> d.trailing_zeros();
     }
+    a << shift
 }
 
 pub(crate) fn gcd_u128(mut a: u128, mut b: u128) -> u128 {
@@ -112,20 +111,17 @@ pub(crate) fn gcd_u128(mut a: u128, mut b: u128) -> u128 {
     (a, b) = (b, r);
     let shift = (a | b).trailing_zeros();
     a >>= a.trailing_zeros();
-    loop {
-        b >>= b.trailing_zeros();
-        if a > b {
-            std::mem::swap(&mut a, &mut b);
-        }
-        b -= a;
-        if b == 0 {
+    b >>= b.trailing_zeros();
+    // As in `gcd_u64`, until both fit 64 bits, where the loop is cheaper.
+    while (a | b) >> 64 != 0 {
+        if a == b {
             return a << shift;
         }
-        // Once both fit 64 bits, finish there.
-        if let (Ok(x), Ok(y)) = (u64::try_from(a), u64::try_from(b)) {
-            return u128::from(gcd_u64(x, y)) << shift;
-        }
+        let d = a.abs_diff(b);
+        a = a.min(b);
+        b = d >> d.trailing_zeros();
     }
+    u128::from(gcd_u64(a as u64, b as u64)) << shift
 }
 
 /// gcd of two `i128` that are not `i128::MIN`, as `i128` (always fits then).

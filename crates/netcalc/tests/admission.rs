@@ -48,7 +48,7 @@ fn admit_reports_the_new_bounds_and_what_changed() {
     assert_eq!(ok.bounds.tfa, q(11, 10));
     assert_eq!(ok.bounds.sfa, q(10, 9));
     assert_eq!(ok.changed.len(), 1);
-    assert_eq!(ok.changed[0].name, "f0");
+    assert_eq!(&*ok.changed[0].name, "f0");
     assert_eq!(ok.changed[0].tfa, q(11, 10));
     assert_eq!(ok.changed[0].sfa, &q(1, 10) + &q(10, 9));
     assert_eq!(ok.servers_touched, 1);
@@ -147,7 +147,7 @@ fn remove_restores_the_bounds_exactly() {
     adm.admit(flow("c", &["s0", "s1"], 50, 90, None)).unwrap();
     assert!(adm.bounds("a").unwrap().tfa > before.flow("a").unwrap().tfa);
     let removed = adm.remove("c").unwrap();
-    assert_eq!(removed.removed.name, "c");
+    assert_eq!(&*removed.removed.name, "c");
     assert_eq!(removed.changed.len(), 2);
     assert_eq!(adm.snapshot(), before);
     assert!(adm.remove("c").is_none());
@@ -225,4 +225,58 @@ fn two_identical_flows_on_one_path_exact_bounds() {
             "simulated {w}"
         );
     }
+}
+
+/// The end-to-end bounds of many touched flows are computed in several threads: every
+/// admission's answer, every rejection and the state after it are the same with one
+/// thread and with three.
+#[test]
+fn threads_change_no_answer() {
+    // Four FIFO servers in a line; 150 flows over its tails, so a late admission
+    // touches more than 32 flows per thread.
+    let servers: Vec<Server> = (0..4)
+        .map(|j| Server {
+            latency: q(1, 1000 + j),
+            ..server(&format!("s{j}"), 1_000_000 + 7 * j as i64, None)
+        })
+        .collect();
+    let net = Network {
+        servers,
+        flows: Vec::new(),
+    };
+    let (mut one, mut three) = (Admission::new(&net).unwrap(), Admission::new(&net).unwrap());
+    one.set_threads(1);
+    three.set_threads(3);
+    let names = ["s0", "s1", "s2", "s3"];
+    for k in 0..150usize {
+        let from = k % 3;
+        // Most with a deadline they keep; every 25th with one it soon cannot.
+        let deadline = match k % 25 {
+            24 => Some(q(1, 100)),
+            _ => Some(i(1)),
+        };
+        let f = flow(
+            &format!("f{k}"),
+            &names[from..],
+            1000 + (k as i64 % 13) * 97,
+            500 + (k as i64 % 7) * 131,
+            deadline,
+        );
+        let (a, b) = (one.admit(f.clone()), three.admit(f));
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.bounds, b.bounds, "admission {k}");
+                assert_eq!(a.changed, b.changed, "admission {k}");
+            }
+            (Err(a), Err(b)) => assert_eq!(a.reason, b.reason, "admission {k}"),
+            (a, b) => panic!(
+                "admission {k}: {:?} with one thread, {:?} with three",
+                a.is_ok(),
+                b.is_ok()
+            ),
+        }
+        assert_eq!(one.snapshot(), three.snapshot(), "after admission {k}");
+    }
+    let admitted = one.snapshot().flows.len();
+    assert!((100..150).contains(&admitted), "{admitted} admitted");
 }

@@ -378,7 +378,7 @@ pub fn bounds_json(f: &FlowBounds) -> Value {
 
 /// `{"name", "bounds"}` of a flow whose bounds changed.
 pub fn changed_json(f: &FlowBounds) -> Value {
-    json!({ "name": f.name, "bounds": bounds_json(f) })
+    json!({ "name": &*f.name, "bounds": bounds_json(f) })
 }
 
 pub fn server_json(s: &ServerBounds) -> Value {

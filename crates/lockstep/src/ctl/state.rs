@@ -339,11 +339,11 @@ impl Controller {
 
     /// One flow with its request and bounds.
     fn view(&self, b: &FlowBounds) -> Value {
-        let e = self.entries.get(&b.name);
+        let e = self.entries.get(&*b.name);
         let mut v = json!({
-            "name": b.name,
+            "name": &*b.name,
             "kind": e.map(|e| e.kind.name()).unwrap_or("static"),
-            "path": b.path,
+            "path": &*b.path,
             "bounds": bounds_json(b),
         });
         if let Some(e) = e {
@@ -405,7 +405,7 @@ impl Controller {
         Ok((
             200,
             json!({
-                "removed": { "name": r.removed.name, "bounds": bounds_json(&r.removed) },
+                "removed": { "name": &*r.removed.name, "bounds": bounds_json(&r.removed) },
                 "changed": r.changed.iter().map(changed_json).collect::<Vec<_>>(),
             }),
         ))
