@@ -481,6 +481,18 @@ fn router_layout_and_source_load_are_checked() {
     let s = Scenario::parse("t.toml", &edit("d = 1", "d = 1\nrouters = \"per-node\"")).unwrap();
     assert_eq!(s.routers, RouterLayout::PerNode);
     assert_eq!(
+        Scenario::parse("t.toml", BASE).unwrap().senders,
+        SenderLayout::OwnProcess
+    );
+    let s = Scenario::parse("t.toml", &edit("d = 1", "d = 1\nsenders = \"with-routers\"")).unwrap();
+    assert_eq!(s.senders, SenderLayout::WithRouters);
+    let s = Scenario::parse("t.toml", &edit("d = 1", "d = 1\nsenders = \"own-process\"")).unwrap();
+    assert_eq!(s.senders, SenderLayout::OwnProcess);
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nsenders = \"with-router\"")),
+        "t.toml:6:11: scenario.senders: expected own-process or with-routers, got \"with-router\""
+    );
+    assert_eq!(
         err(&edit("d = 1", "d = 1\nrouters = \"many\"")),
         "t.toml:6:11: scenario.routers: expected one-process, one-thread or per-node, got \"many\""
     );
