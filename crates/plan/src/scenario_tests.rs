@@ -484,7 +484,11 @@ fn router_layout_and_source_load_are_checked() {
         Scenario::parse("t.toml", BASE).unwrap().senders,
         SenderLayout::OwnProcess
     );
-    let s = Scenario::parse("t.toml", &edit("d = 1", "d = 1\nsenders = \"with-routers\"")).unwrap();
+    let s = Scenario::parse(
+        "t.toml",
+        &edit("d = 1", "d = 1\nsenders = \"with-routers\""),
+    )
+    .unwrap();
     assert_eq!(s.senders, SenderLayout::WithRouters);
     let s = Scenario::parse("t.toml", &edit("d = 1", "d = 1\nsenders = \"own-process\"")).unwrap();
     assert_eq!(s.senders, SenderLayout::OwnProcess);
