@@ -16,8 +16,8 @@
 //! # "spin", priority = 50 (SCHED_FIFO), tx_timestamps = false, padding = false,
 //! # on_slip = "drop" | "best_effort", routers = "one-process" (default: every router
 //! # in one process, a thread per CPU) | "one-thread" | "per-node", senders =
-//! # "own-process" (default) | "with-routers" (in the routers' process, each in the
-//! # thread of the edge router it sends into), routing =
+//! # "with-routers" (default: in the routers' process, each in the thread of the
+//! # edge router it sends into) | "own-process", routing =
 //! # "shortest" (default: every router has a shortest-path route to every link
 //! # subnet, plus the flows' host routes) | "flows" (routers know only their own
 //! # links and each flow's receiver along the flow's path: for networks of
@@ -477,7 +477,9 @@ pub enum SenderLayout {
     OwnProcess,
     /// In the routers' process, in the thread of the edge router each sends into,
     /// when the routers share a process and the sender runs the way they do (the same
-    /// `LiveConfig::thread_difference` check); otherwise a process of its own.
+    /// `LiveConfig::thread_difference` check); otherwise a process of its own. The
+    /// default: on `line` its wake-ups were three times earlier at the median and it
+    /// skipped a third as many frames (docs/BENCHMARKS.md).
     WithRouters,
 }
 
@@ -1113,7 +1115,7 @@ impl Scenario {
             },
         };
         let senders = match &sc.senders {
-            None => SenderLayout::OwnProcess,
+            None => SenderLayout::WithRouters,
             Some(v) => match v.get_ref().as_str() {
                 "own-process" => SenderLayout::OwnProcess,
                 "with-routers" => SenderLayout::WithRouters,

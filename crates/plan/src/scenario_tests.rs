@@ -482,7 +482,7 @@ fn router_layout_and_source_load_are_checked() {
     assert_eq!(s.routers, RouterLayout::PerNode);
     assert_eq!(
         Scenario::parse("t.toml", BASE).unwrap().senders,
-        SenderLayout::OwnProcess
+        SenderLayout::WithRouters
     );
     let s = Scenario::parse(
         "t.toml",

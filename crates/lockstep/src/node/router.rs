@@ -8,15 +8,28 @@
 //! small host this is one wake-up per frame for all routers instead of one per
 //! router, and no router waits for a CPU another router holds.
 //!
+//! A thread can run senders too (a sender's file among the routers': it joins the
+//! thread of the first router listed after it, [`thread_of`]). A sender member is the
+//! standalone sender's own driver ([`sender::Driver`]) taken step by step: its next
+//! frame start is one more deadline of the loop, at it the member sends its frame
+//! (and takes its TX timestamps), and it drops out of the deadlines once it stops (its
+//! own end, `--sender-duration`, or its counts). Right after a member sent, the loop
+//! receives on every port: the kernel hands a frame written into a veth to the
+//! namespace at its other end on the sending CPU, during the send, so the edge router
+//! takes it in the same turn, without a wake-up of another thread.
+//!
 //! # The frame loop
 //!
 //! ```text
 //! wait for the start (--start-at-ns)
 //! loop {
+//!     senders              each member whose frame start has passed sends its frame;
+//!                          if one did, receive on every port at once
 //!     tick(now)            if the node's poll_timeout() has passed: handle_timeout(now)
 //!                          and record the frame-timer wake-up latency now − frame start
 //!     flush(now)           poll_transmit() until None, sendmmsg per port in batches
-//!     deadline = min(poll_timeout(), end of run, now + HOUSEKEEPING)
+//!     deadline = min(poll_timeout() of every router, next frame start of every
+//!                    sender, end of run, now + HOUSEKEEPING)
 //!     now = run_until(deadline)
 //! }
 //! ```

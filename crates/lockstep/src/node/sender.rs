@@ -14,6 +14,13 @@
 //! as a send error and handed back ([`Sender::retract`]). A new table from the
 //! controller goes to [`Sender::set_schedule`] between two frames.
 //!
+//! The loop is a few steps ([`Driver::begin`], [`Driver::poll`]: the next frame start
+//! or a stop, [`next_step`]; [`Driver::on_time`]: a frame sent; [`Driver::end`]: the
+//! files and the outcome) that [`run`] takes with a wait in between, and that a router
+//! thread takes for a sender running in it (`lockstep node --config S --config R`,
+//! `super::router`), so a sender writes the same files either way. Its sockets are
+//! opened in `live.netns` when the file names one.
+//!
 //! Software TX timestamps (one socket per flow, ids from 0) are matched to the packets
 //! they belong to by a [`TxMatcher`] and give the kernel part of `L_Tx`
 //! (`tx_kernel − t_wake`) per flow; with `--output` every packet is written to
