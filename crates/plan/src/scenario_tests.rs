@@ -91,7 +91,7 @@ fn unknown_keys_name_the_table_and_key() {
     );
     assert_eq!(
         err(&edit("k = 4", "k = 4\nbogus = 1")),
-        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `source_load`, `source_drift`, `routing`"
+        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `senders`, `source_load`, `source_drift`, `routing`"
     );
     assert_eq!(
         err(&edit("[[flow]]", "[[flows]]")),
