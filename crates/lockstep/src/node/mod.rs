@@ -1,5 +1,7 @@
 //! `lockstep node --config FILE.toml`: one live time-driven node (time-driven forwarding and the latency decomposition), one
-//! process per node. The file's `[node]` table is the sans-IO node's configuration,
+//! process per node; or, with several `--config`, the routers and senders of several
+//! nodes in one process, a thread running several of them ([`router::thread_of`]: a
+//! sender in the thread of the first router listed after it; receivers refused). The file's `[node]` table is the sans-IO node's configuration,
 //! `[live]` says how this process runs it ([`config`]).
 //!
 //! Roles:

@@ -501,7 +501,7 @@ impl Driver {
     }
 
     /// Remembers why and when it stopped (the first stop counts).
-    pub(crate) fn stop(&mut self, reason: StopReason, now_ns: i64) {
+    fn stop(&mut self, reason: StopReason, now_ns: i64) {
         self.stopped.get_or_insert((reason, now_ns));
     }
 
@@ -556,7 +556,7 @@ impl Driver {
     }
 
     /// Takes the TX timestamps of the flows that wait for some.
-    pub(crate) fn drain_outstanding(&mut self) -> Result<()> {
+    fn drain_outstanding(&mut self) -> Result<()> {
         for f in &mut self.flows {
             if f.tx.outstanding() > 0 {
                 f.drain(&self.map, &mut self.csv)?;
