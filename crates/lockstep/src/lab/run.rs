@@ -1275,6 +1275,39 @@ mod tests {
     }
 
     #[test]
+    fn each_sender_joins_the_routers_right_before_its_edge_router() {
+        let names = |s: &Scenario| {
+            let p = plan(s, &s.runs()[0]).unwrap();
+            shared_process(s, &p)
+                .into_iter()
+                .map(|i| p.nodes[i].name.clone())
+                .collect::<Vec<_>>()
+        };
+        let mut s = Scenario::parse("mesh4.toml", crate::lab::MESH4).unwrap();
+        assert_eq!(s.senders, SenderLayout::WithRouters);
+        assert_eq!(
+            names(&s),
+            ["s1234", "s123", "r1", "s234", "r2", "s341", "r3", "s412", "r4"]
+        );
+        s.senders = SenderLayout::OwnProcess;
+        assert_eq!(names(&s), ["r1", "r2", "r3", "r4"]);
+        s.routers = RouterLayout::PerNode;
+        s.senders = SenderLayout::WithRouters;
+        assert!(names(&s).is_empty());
+        // a sender that waits differently from the routers keeps its own process
+        let text = crate::lab::MESH4.replacen(
+            "name = \"s123\"\nrole = \"sender\"",
+            "name = \"s123\"\nrole = \"sender\"\nstrategy = \"spin\"",
+            1,
+        );
+        let s = Scenario::parse("mesh4.toml", &text).unwrap();
+        assert_eq!(
+            names(&s),
+            ["s1234", "r1", "s234", "r2", "s341", "r3", "s412", "r4"]
+        );
+    }
+
+    #[test]
     fn warnings_of_several_nodes_are_merged() {
         let w = ["tx: slow clock", "r1: slow clock", "r1: 3 slips", "plain"].map(String::from);
         assert_eq!(
