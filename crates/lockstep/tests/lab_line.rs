@@ -48,10 +48,44 @@ fn line_delivers_routes_marks_and_counts_every_packet() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("lockstep-lab-line-{}", std::process::id()));
+    run_and_check(&scenario(), &dir, None);
+}
+
+/// The same checks with the sender in the routers' process, and in its own: the
+/// results have the same shape and are read from the same files.
+#[test]
+fn line_delivers_every_packet_whichever_process_the_sender_is_in() {
+    if !common::lab::can_run("lab_line (senders)") {
+        return;
+    }
+    let text = std::fs::read_to_string(scenario()).expect("scenarios/line.toml");
+    for senders in ["with-routers", "own-process"] {
+        let base = std::env::temp_dir().join(format!(
+            "lockstep-lab-line-{senders}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).expect("a scratch directory");
+        let file = base.join("line.toml");
+        let edited = text.replacen(
+            "[scenario]\n",
+            &format!("[scenario]\nsenders = \"{senders}\"\n"),
+            1,
+        );
+        std::fs::write(&file, edited).expect("the edited scenario");
+        run_and_check(&file, &base.join("out"), Some(senders));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
+
+/// Runs `scenario` (line, edited or not) into `dir` and checks its results;
+/// `senders`: where the scenario says the sender runs, checked from the files.
+fn run_and_check(scenario: &Path, dir: &Path, senders: Option<&str>) {
+    let dir = dir.to_path_buf();
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
         .args(["lab", "run"])
-        .arg(scenario())
+        .arg(scenario)
         .args([
             "--tf",
             "1ms",
@@ -122,6 +156,18 @@ fn line_delivers_routes_marks_and_counts_every_packet() {
         assert_eq!(u(flow, &["off_path"]), 0, "{label}");
         // the node files agree with the summary
         let tx = json(&run_dir.join("tx.json"));
+        // the sender ran in the routers' process (its sockets in its namespace) or
+        // in its own, as asked
+        let tx_file = std::fs::read_to_string(run_dir.join("config").join("tx.toml"))
+            .expect("the generated node file of tx");
+        let joined = tx_file.lines().any(|l| l.starts_with("netns = "));
+        let own_log = run_dir.join("logs").join("tx.err").exists();
+        match senders {
+            Some("with-routers") => assert!(joined && !own_log, "{label}: {tx_file}"),
+            Some(_) => assert!(!joined && own_log, "{label}: {tx_file}"),
+            None => assert_ne!(joined, own_log, "{label}"),
+        }
+        assert_eq!(tx["stop_reason"], "duration", "{label}: {tx}");
         let r1 = json(&run_dir.join("r1.json"));
         let r2 = json(&run_dir.join("r2.json"));
         let rx = json(&run_dir.join("rx.json"));

@@ -114,6 +114,38 @@ fn a_missing_interface_or_privilege_is_exit_3() {
     );
 }
 
+/// A sender of one flow into port 1 of [`CORE`]'s subnet.
+const SENDER: &str = r#"[node]
+name = "tx"
+id = 2
+role = "sender"
+
+[node.frame]
+tf = "1ms"
+k = 4
+
+[[node.ports]]
+id = 1
+ifname = "lsn-noexist1"
+mac = "02:00:00:00:01:02"
+addr = "10.0.1.2"
+prefix_len = 24
+rate_bps = 1000000000
+
+[[node.flows]]
+id = 1
+out_port = 1
+rows = [{ slot = 1, packets = 1, size = 256 }]
+
+[live]
+strategy = "sleep"
+
+[[live.flows]]
+flow = 1
+dst = "10.0.2.2:7000"
+size = 200
+"#;
+
 fn nodes(configs: &[&PathBuf], extra: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
     c.args(["node", "-q", "--duration", "100ms"]).args(extra);
@@ -124,7 +156,7 @@ fn nodes(configs: &[&PathBuf], extra: &[&str]) -> Output {
 }
 
 #[test]
-fn several_configs_run_routers_only() {
+fn several_configs_run_routers_and_senders_only() {
     let dir = Scratch::new();
     let r1 = dir.0.join("r1.toml");
     let r2 = dir.0.join("r2.toml");
@@ -143,8 +175,22 @@ fn several_configs_run_routers_only() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains(&format!(
-            "{}: node.role: several --config run routers (edge, core) in one process; this node is a receiver",
+            "{}: node.role: several --config run routers (edge, core) and senders in one process; a receiver cannot join them: it blocks on its socket until a packet comes (run it with a --config of its own)",
             rx.display()
+        )),
+        "{err}"
+    );
+    // a sender that would wait differently from the routers it joins
+    let tx = dir.0.join("tx.toml");
+    std::fs::write(&tx, SENDER.replace("\"sleep\"", "\"spin\"")).unwrap();
+    let out = nodes(&[&tx, &r1], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: live.strategy: differs from {}; nodes sharing a thread share how it waits and runs",
+            r1.display(),
+            tx.display()
         )),
         "{err}"
     );
@@ -206,8 +252,22 @@ fn a_namespace_is_checked() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains(
-            "only a router opens its sockets in another namespace; this node is a receiver"
+            "only a router or a sender opens its sockets in another namespace; this node is a receiver"
         ),
+        "{err}"
+    );
+    // a sender opens its sockets in its namespace too (one that does not exist:
+    // the environment, exit 3, named)
+    std::fs::write(
+        &r1,
+        SENDER.replace("strategy = \"sleep\"", "netns = \"lsn-noexist-ns\""),
+    )
+    .unwrap();
+    let out = nodes(&[&r1], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("live.netns") && err.contains("lsn-noexist-ns"),
         "{err}"
     );
     // a namespace that does not exist: the environment (exit 3), named

@@ -15,7 +15,8 @@
 //! checks the same without frames. The router waits with a different strategy in
 //! each run (core: hybrid, edge: sleep, FIFO: spin). A last test runs an edge router
 //! that takes its rows from the admission controller and follows a new table while it
-//! runs. No timing thresholds.
+//! runs. Another runs the sender in the router's process and thread. No timing
+//! thresholds.
 //!
 //! Names are `lsn-<pid hex>-<n>`; namespaces are owned by guards that delete them
 //! even when an assertion fails, child processes by guards that kill them, and every
@@ -355,6 +356,21 @@ fn run_line_with(
     io: Option<&str>,
     router_live: &str,
 ) -> Option<Run> {
+    run_line_as(test, mode, role, strategy, io, router_live, false)
+}
+
+/// One run as [`run_line_with`]; `joined`: the sender runs in the router's process
+/// (`--config snd --config r1`, the sender's sockets in its namespace through
+/// `live.netns`), in its thread, started with it.
+fn run_line_as(
+    test: &str,
+    mode: &str,
+    role: &str,
+    strategy: &str,
+    io: Option<&str>,
+    router_live: &str,
+    joined: bool,
+) -> Option<Run> {
     if !can_run(test) {
         return None;
     }
@@ -364,29 +380,61 @@ fn run_line_with(
     std::fs::create_dir_all(&dir).unwrap();
     let scratch = Scratch(dir.clone());
     let l = line(&base);
-    let [snd, rtr, rcv] = configs_with(&l, mode, role, strategy, router_live);
+    let [mut snd, rtr, rcv] = configs_with(&l, mode, role, strategy, router_live);
     let ready = |n: &str| dir.join(format!("{n}.ready"));
     let with_ready = |n: &str| vec!["--ready-file".to_string(), ready(n).display().to_string()];
     let mut router_args = with_ready("router");
     if let Some(io) = io {
         router_args.extend(["--io".to_string(), io.to_string()]);
     }
-    let mut router = spawn(l.r.name(), "router", &dir, &rtr, &router_args);
     let mut receiver = spawn(l.d.name(), "receiver", &dir, &rcv, &with_ready("receiver"));
-    wait_ready(&mut router, &ready("router"));
     wait_ready(&mut receiver, &ready("receiver"));
-    // All start on the same frame, a little ahead.
-    let now = lockstep_linux::now(ClockId::Tai).ns;
-    let start = (now / TF_NS + 300) * TF_NS;
-    let common = vec!["--start-at-ns".to_string(), start.to_string()];
-    let mut sargs = common.clone();
-    sargs.extend(["--duration".to_string(), "1s".to_string()]);
-    let mut sender = spawn(l.s.name(), "sender", &dir, &snd, &sargs);
-    let code = sender.wait();
-    assert_eq!(code, Some(0), "sender failed:\n{}", sender.log());
-    // let the last packets through the router (its frames are 1 ms)
-    std::thread::sleep(StdDuration::from_millis(100));
-    assert_eq!(router.stop(), Some(0), "router failed:\n{}", router.log());
+    if joined {
+        // the same waiting as the router's (a thread's nodes agree), its own namespace
+        snd = snd.replacen(
+            "[live]\n",
+            &format!(
+                "[live]\nstrategy = \"{strategy}\"\nnetns = \"{}\"\n",
+                l.s.name()
+            ),
+            1,
+        );
+        std::fs::write(dir.join("sender.toml"), &snd).unwrap();
+        // the router runs 200 ms (its linger) past the sender's end, and exits by itself
+        let now = lockstep_linux::now(ClockId::Tai).ns;
+        let start = (now / TF_NS + 2000) * TF_NS;
+        router_args.extend([
+            "--config".to_string(),
+            dir.join("sender.toml").display().to_string(),
+            "--start-at-ns".to_string(),
+            start.to_string(),
+            "--duration".to_string(),
+            "1s".to_string(),
+        ]);
+        let mut both = spawn(l.r.name(), "router", &dir, &rtr, &router_args);
+        wait_ready(&mut both, &ready("router"));
+        assert_eq!(
+            both.wait(),
+            Some(0),
+            "router and sender failed:\n{}",
+            both.log()
+        );
+    } else {
+        let mut router = spawn(l.r.name(), "router", &dir, &rtr, &router_args);
+        wait_ready(&mut router, &ready("router"));
+        // All start on the same frame, a little ahead.
+        let now = lockstep_linux::now(ClockId::Tai).ns;
+        let start = (now / TF_NS + 300) * TF_NS;
+        let common = vec!["--start-at-ns".to_string(), start.to_string()];
+        let mut sargs = common.clone();
+        sargs.extend(["--duration".to_string(), "1s".to_string()]);
+        let mut sender = spawn(l.s.name(), "sender", &dir, &snd, &sargs);
+        let code = sender.wait();
+        assert_eq!(code, Some(0), "sender failed:\n{}", sender.log());
+        // let the last packets through the router (its frames are 1 ms)
+        std::thread::sleep(StdDuration::from_millis(100));
+        assert_eq!(router.stop(), Some(0), "router failed:\n{}", router.log());
+    }
     assert_eq!(
         receiver.stop(),
         Some(0),
@@ -586,6 +634,38 @@ fn check_tdp(r: &Run) {
     assert!(u(&r.router["wakeup"]["count"]) > 0);
     assert_eq!(r.router["mode"], "tdp");
     assert!(sent > 0);
+}
+
+/// A sender run by the router's process, in its thread (`lockstep node --config
+/// r1.toml --config snd.toml`, the sender's sockets in its own namespace): every
+/// packet arrives, in TDP each leaves the edge in its reserved frame or is counted as
+/// a slip, as when the sender runs on its own; the sender stops at its own end, no
+/// linger, and writes the same result document.
+#[test]
+fn a_sender_in_the_routers_process_delivers_in_its_frames() {
+    for (mode, role, strategy) in [("tdp", "edge", "hybrid"), ("fifo", "core", "sleep")] {
+        let test = format!("a_sender_in_the_routers_process_delivers_in_its_frames ({mode})");
+        let Some(r) = run_line_as(&test, mode, role, strategy, None, "", true) else {
+            return;
+        };
+        if mode == "tdp" {
+            check_tdp(&r);
+        } else {
+            let sent = check_delivery(&r);
+            assert_eq!(u(&r.router["counters"]["ports"][1]["tx_best_effort"]), sent);
+        }
+        // one process for both, the sender's own end before the router's
+        assert_eq!(r.sender["command"], r.router["command"]);
+        assert_eq!(r.sender["role"], "sender");
+        assert_eq!(r.sender["stop_reason"], "duration", "{}", r.sender);
+        assert_eq!(r.router["stop_reason"], "duration", "{}", r.router);
+        assert!(u(&r.router["stop_ns"]) > u(&r.sender["stop_ns"]));
+        // it timed its TX like a sender on its own
+        assert_eq!(
+            u(&r.sender["counters"]["tx_timestamps"]),
+            u(&r.sender["counters"]["sent"])
+        );
+    }
 }
 
 /// A core router that coalesces its wake-ups (here 200 µs of a 1 ms frame, far more

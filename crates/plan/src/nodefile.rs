@@ -135,9 +135,9 @@ pub struct LiveConfig {
     /// components (`link R1→R2`, `R1 residence`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub names: BTreeMap<String, String>,
-    /// Routers: open the port sockets in this network namespace (`ip netns` name)
-    /// instead of the process's own — what lets one process run the routers of
-    /// several namespaces (`lockstep node --config A --config B`).
+    /// Routers and senders: open the sockets in this network namespace (`ip netns`
+    /// name) instead of the process's own — what lets one process run the routers
+    /// and senders of several namespaces (`lockstep node --config A --config B`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns: Option<String>,
 }
@@ -403,11 +403,11 @@ fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
                 format!("invalid network namespace name \"{ns}\": use 1 to 64 of A-Z a-z 0-9 . _ -, not starting with '.'"),
             );
         }
-        if !matches!(node.role, Role::Edge | Role::Core) {
+        if node.role == Role::Receiver {
             return err(
                 "netns",
                 format!(
-                    "only a router opens its sockets in another namespace; this node is a {} (run it with `ip netns exec`)",
+                    "only a router or a sender opens its sockets in another namespace; this node is a {} (run it with `ip netns exec`)",
                     role_name(node.role)
                 ),
             );

@@ -15,7 +15,9 @@
 //! # that fraction of their reservation), strategy = "sleep" | "hybrid" |
 //! # "spin", priority = 50 (SCHED_FIFO), tx_timestamps = false, padding = false,
 //! # on_slip = "drop" | "best_effort", routers = "one-process" (default: every router
-//! # in one process, a thread per CPU) | "one-thread" | "per-node", routing =
+//! # in one process, a thread per CPU) | "one-thread" | "per-node", senders =
+//! # "with-routers" (default: in the routers' process, each in the thread of the
+//! # edge router it sends into) | "own-process", routing =
 //! # "shortest" (default: every router has a shortest-path route to every link
 //! # subnet, plus the flows' host routes) | "flows" (routers know only their own
 //! # links and each flow's receiver along the flow's path: for networks of
@@ -265,6 +267,8 @@ struct RawScenario {
     #[serde(default)]
     routers: Option<Spanned<String>>,
     #[serde(default)]
+    senders: Option<Spanned<String>>,
+    #[serde(default)]
     source_load: Option<Spanned<f64>>,
     #[serde(default)]
     source_drift: Option<Spanned<String>>,
@@ -464,6 +468,19 @@ pub enum RouterLayout {
     OneThread,
     /// A process per router (`lockstep node --config R.toml` each).
     PerNode,
+}
+
+/// Where a run's senders run (`scenario.senders`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SenderLayout {
+    /// A process per sender (`lockstep node --config S.toml` each).
+    OwnProcess,
+    /// In the routers' process, in the thread of the edge router each sends into,
+    /// when the routers share a process and the sender runs the way they do (the same
+    /// `LiveConfig::thread_difference` check); otherwise a process of its own. The
+    /// default: on `line` its wake-ups were three times earlier at the median and it
+    /// skipped a third as many frames (docs/BENCHMARKS.md).
+    WithRouters,
 }
 
 /// Which routes the routers get (`scenario.routing`).
@@ -669,6 +686,8 @@ pub struct Scenario {
     pub on_slip: SlipAction,
     /// How the routers of a run are run.
     pub routers: RouterLayout,
+    /// Where the senders of a run run.
+    pub senders: SenderLayout,
     pub routing: Routing,
     pub nodes: Vec<NodeSpec>,
     pub links: Vec<LinkSpec>,
@@ -1091,6 +1110,20 @@ impl Scenario {
                         v,
                         "scenario.routers",
                         format!("expected one-process, one-thread or per-node, got \"{other}\""),
+                    ))
+                }
+            },
+        };
+        let senders = match &sc.senders {
+            None => SenderLayout::WithRouters,
+            Some(v) => match v.get_ref().as_str() {
+                "own-process" => SenderLayout::OwnProcess,
+                "with-routers" => SenderLayout::WithRouters,
+                other => {
+                    return Err(c.err(
+                        v,
+                        "scenario.senders",
+                        format!("expected own-process or with-routers, got \"{other}\""),
                     ))
                 }
             },
@@ -1905,6 +1938,7 @@ impl Scenario {
             padding: sc.padding.unwrap_or(true),
             on_slip,
             routers,
+            senders,
             routing,
             nodes,
             links,

@@ -91,7 +91,7 @@ fn unknown_keys_name_the_table_and_key() {
     );
     assert_eq!(
         err(&edit("k = 4", "k = 4\nbogus = 1")),
-        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `source_load`, `source_drift`, `routing`"
+        "t.toml:5:1: scenario.bogus: unknown field `bogus`, expected one of `name`, `description`, `tf`, `k`, `d`, `guard`, `processing`, `modes`, `duration`, `sources`, `strategy`, `priority`, `tx_timestamps`, `padding`, `on_slip`, `routers`, `senders`, `source_load`, `source_drift`, `routing`"
     );
     assert_eq!(
         err(&edit("[[flow]]", "[[flows]]")),
@@ -480,6 +480,22 @@ fn router_layout_and_source_load_are_checked() {
     );
     let s = Scenario::parse("t.toml", &edit("d = 1", "d = 1\nrouters = \"per-node\"")).unwrap();
     assert_eq!(s.routers, RouterLayout::PerNode);
+    assert_eq!(
+        Scenario::parse("t.toml", BASE).unwrap().senders,
+        SenderLayout::WithRouters
+    );
+    let s = Scenario::parse(
+        "t.toml",
+        &edit("d = 1", "d = 1\nsenders = \"with-routers\""),
+    )
+    .unwrap();
+    assert_eq!(s.senders, SenderLayout::WithRouters);
+    let s = Scenario::parse("t.toml", &edit("d = 1", "d = 1\nsenders = \"own-process\"")).unwrap();
+    assert_eq!(s.senders, SenderLayout::OwnProcess);
+    assert_eq!(
+        err(&edit("d = 1", "d = 1\nsenders = \"with-router\"")),
+        "t.toml:6:11: scenario.senders: expected own-process or with-routers, got \"with-router\""
+    );
     assert_eq!(
         err(&edit("d = 1", "d = 1\nrouters = \"many\"")),
         "t.toml:6:11: scenario.routers: expected one-process, one-thread or per-node, got \"many\""

@@ -33,10 +33,11 @@ use super::faults::{self, FaultVerdict};
 use super::inject::{self, Action, Injector, Step};
 use super::plan::{plan, LoadPlan, Plan};
 use super::results::{collect, FlowLine, ScenarioLines};
-use super::scenario::{fmt_bit_rate, LoadProto, LoadTool, RouterLayout, RunSpec, Scenario};
+use super::scenario::{
+    fmt_bit_rate, LoadProto, LoadTool, RouterLayout, RunSpec, Scenario, SenderLayout,
+};
 use super::tables;
 use super::topo::{new_run_id, ns_name, Topology};
-use crate::node::config::NodeFile;
 use crate::report::html::{render, LabReport, RunReport};
 use crate::report::{write_atomic, ResultDoc, Show};
 use crate::{EnvError, Interrupted, UsageError};
@@ -489,6 +490,36 @@ fn load_result(desc: String, l: &LoadPlan, logs: &Path) -> LoadResult {
     r
 }
 
+/// The nodes (indices into `p.nodes`) that run in one process, in the order they are
+/// given to it: the routers that run the way the first one does (unless
+/// `routers = "per-node"`), each preceded by the senders that send into it and join
+/// it (`senders = "with-routers"`, running the way the routers do), so that each
+/// sender runs in its edge router's thread (`node::router::thread_of`).
+fn shared_process(s: &Scenario, p: &Plan) -> Vec<usize> {
+    let live = |i: usize| p.nodes[i].config.as_ref().map(|c| &c.live);
+    let is_router = |i: usize| matches!(p.nodes[i].role, Role::Edge | Role::Core);
+    let first = (0..p.nodes.len()).find(|&i| is_router(i) && live(i).is_some());
+    let agrees = |i: usize| match (first.and_then(live), live(i)) {
+        (Some(f), Some(l)) => f.thread_difference(l).is_none(),
+        _ => false,
+    };
+    if s.routers == RouterLayout::PerNode {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for r in (0..p.nodes.len()).filter(|&i| is_router(i) && agrees(i)) {
+        if s.senders == SenderLayout::WithRouters {
+            out.extend((0..p.nodes.len()).filter(|&i| {
+                p.nodes[i].role == Role::Sender
+                    && agrees(i)
+                    && p.nodes[i].ifaces.first().map(|f| f.peer) == Some(r)
+            }));
+        }
+        out.push(r);
+    }
+    out
+}
+
 /// Runs one mode/TF of a scenario in `dir`.
 fn run_one(
     s: &Scenario,
@@ -505,25 +536,16 @@ fn run_one(
         fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
     let run_id = new_run_id();
-    // Routers that share one process: the first router's way of running, and each opens
-    // its sockets in its own namespace.
-    let first_router = p
-        .nodes
-        .iter()
-        .filter_map(|n| n.config.as_ref())
-        .find(|c| matches!(c.node.role, Role::Edge | Role::Core));
-    let shares = |c: &NodeFile| {
-        s.routers != RouterLayout::PerNode
-            && matches!(c.node.role, Role::Edge | Role::Core)
-            && first_router.is_some_and(|f| f.live.thread_difference(&c.live).is_none())
-    };
-    let mut grouped: Vec<String> = Vec::new();
+    // The nodes that share one process, each opening its sockets in its own namespace.
+    let grouped: Vec<String> = shared_process(s, p)
+        .into_iter()
+        .map(|i| p.nodes[i].name.clone())
+        .collect();
     for n in &p.nodes {
         if let Some(c) = &n.config {
             let mut c = c.clone();
-            if shares(&c) {
+            if grouped.contains(&n.name) {
                 c.live.netns = Some(ns_name(&run_id, &n.name));
-                grouped.push(n.name.clone());
             }
             let text = super::plan::node_file_toml(&c)
                 .map_err(|e| anyhow!("writing the node file of {}: {e}", n.name))?;
@@ -569,17 +591,24 @@ fn run_one(
     };
     let mut nodes: Vec<_> = p.nodes.iter().filter(|n| n.config.is_some()).collect();
     nodes.sort_by_key(|n| order(n.role));
-    if grouped.len() < 2 {
-        grouped.clear();
-    }
+    let grouped = if grouped.len() < 2 {
+        Vec::new()
+    } else {
+        grouped
+    };
     if let Some(first) = grouped.first() {
-        // every shared router in one process, started in the first one's namespace
-        // (each opens its sockets in its own)
+        // every shared router (and sender) in one process, started in the first one's
+        // namespace (each opens its sockets in its own)
+        let routers = p
+            .nodes
+            .iter()
+            .filter(|n| grouped.contains(&n.name) && n.role != Role::Sender)
+            .count();
         let threads = match s.routers {
             RouterLayout::OneThread => 1,
             _ => lockstep_linux::host::online_cpus()
                 .len()
-                .clamp(1, grouped.len()),
+                .clamp(1, routers.max(1)),
         };
         let mut args = vec!["node".to_string(), "--threads".into(), threads.to_string()];
         for name in &grouped {
@@ -600,6 +629,8 @@ fn run_one(
             start_ns.to_string(),
             "--duration".into(),
             (duration + drain).to_string(),
+            "--sender-duration".into(),
+            duration.to_string(),
             "-q".into(),
         ]);
         args.extend(io_args(opts.io));
@@ -1240,6 +1271,39 @@ mod tests {
                 "r1 used 3 threads",
                 "r2: to-c: offloads are on: turn them off",
             ]
+        );
+    }
+
+    #[test]
+    fn each_sender_joins_the_routers_right_before_its_edge_router() {
+        let names = |s: &Scenario| {
+            let p = plan(s, &s.runs()[0]).unwrap();
+            shared_process(s, &p)
+                .into_iter()
+                .map(|i| p.nodes[i].name.clone())
+                .collect::<Vec<_>>()
+        };
+        let mut s = Scenario::parse("mesh4.toml", crate::lab::MESH4).unwrap();
+        assert_eq!(s.senders, SenderLayout::WithRouters);
+        assert_eq!(
+            names(&s),
+            ["s1234", "s123", "r1", "s234", "r2", "s341", "r3", "s412", "r4"]
+        );
+        s.senders = SenderLayout::OwnProcess;
+        assert_eq!(names(&s), ["r1", "r2", "r3", "r4"]);
+        s.routers = RouterLayout::PerNode;
+        s.senders = SenderLayout::WithRouters;
+        assert!(names(&s).is_empty());
+        // a sender that waits differently from the routers keeps its own process
+        let text = crate::lab::MESH4.replacen(
+            "name = \"s123\"\nrole = \"sender\"",
+            "name = \"s123\"\nrole = \"sender\"\nstrategy = \"spin\"",
+            1,
+        );
+        let s = Scenario::parse("mesh4.toml", &text).unwrap();
+        assert_eq!(
+            names(&s),
+            ["s1234", "r1", "s234", "r2", "s341", "r3", "s412", "r4"]
         );
     }
 

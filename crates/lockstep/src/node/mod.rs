@@ -1,5 +1,7 @@
 //! `lockstep node --config FILE.toml`: one live time-driven node (time-driven forwarding and the latency decomposition), one
-//! process per node. The file's `[node]` table is the sans-IO node's configuration,
+//! process per node; or, with several `--config`, the routers and senders of several
+//! nodes in one process, a thread running several of them ([`router::thread_of`]: a
+//! sender in the thread of the first router listed after it; receivers refused). The file's `[node]` table is the sans-IO node's configuration,
 //! `[live]` says how this process runs it ([`config`]).
 //!
 //! Roles:
@@ -76,15 +78,20 @@ use config::NodeFile;
 #[derive(Args, Debug)]
 pub struct NodeArgs {
     /// The node file: [node] (the node's configuration) and [live] (how to run it).
-    /// Given several times, the routers (edge, core) of all the files run in this one
-    /// process (`--threads`), each thread waking once per frame for all its routers,
-    /// each router opening its ports in its file's `live.netns`.
+    /// Given several times, the routers (edge, core) and senders of all the files run
+    /// in this one process (`--threads`), each thread waking once per frame for all
+    /// its nodes, each opening its sockets in its file's `live.netns`; a sender runs in
+    /// the thread of the first router listed after it. Receivers are refused.
     #[arg(long, short = 'c', value_name = "FILE", required = true)]
     pub config: Vec<PathBuf>,
     /// Run for this long after the start (default: until SIGINT/SIGTERM, or a
     /// sender's packet counts).
     #[arg(long, short = 'D', value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
+    /// How long a sender sends (default: --duration). With several --config the
+    /// routers among them run for --duration, the senders for this.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_positive, allow_hyphen_values = true)]
+    pub sender_duration: Option<Duration>,
     /// Write DIR/<name>.json and the per-packet CSV files here.
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
@@ -102,7 +109,8 @@ pub struct NodeArgs {
     #[arg(long, value_name = "DIR")]
     pub ready_dir: Option<PathBuf>,
     /// With several --config: spread the routers over this many threads (consecutive
-    /// files share one; each thread waits for the frame starts of its own routers).
+    /// routers share one; each thread waits for the frame starts of its own routers
+    /// and senders; a sender joins the thread of the first router listed after it).
     /// With `live.cpu = C` in the files, thread i is pinned to the i-th online CPU
     /// counting from C and wrapping round (C = 1 on CPUs 0-3, 3 threads: 1, 2, 3);
     /// more threads than online CPUs, or C not online, is refused (exit 2).
@@ -283,12 +291,8 @@ impl Ctx {
     /// routers and receivers linger ([`linger`]) so that the packets still in flight
     /// when the senders stop arrive.
     pub fn end_for(&self, start: i64) -> Option<i64> {
-        let extra = match self.file.node.role {
-            Role::Sender => 0,
-            _ => linger(&self.file.node.frame).as_nanos(),
-        };
-        self.duration
-            .map(|d| start.saturating_add(d.as_nanos()).saturating_add(extra))
+        let node = &self.file.node;
+        run_end(node.role, &node.frame, start, self.duration)
     }
 
     /// Applies `live.cpu` / `live.priority` to the calling thread and holds
@@ -374,7 +378,10 @@ pub fn run(args: NodeArgs) -> Result<()> {
         quiet: crate::say::quiet(),
         ready_file: ready_file(&args, &file.node.name),
         start_at_ns: args.start_at_ns,
-        duration: args.duration,
+        duration: match file.node.role {
+            Role::Sender => args.sender_duration.or(args.duration),
+            _ => args.duration,
+        },
         warnings,
         realtime: Value::Null,
         file,
@@ -440,8 +447,9 @@ fn ready_file(args: &NodeArgs, name: &str) -> Option<PathBuf> {
     }
 }
 
-/// Several `--config`: routers only, run by one thread ([`router::run`]); a result
-/// document per router (with `--json`, one per line).
+/// Several `--config`: routers and senders (no receiver), run by `--threads` threads
+/// ([`router::run`], [`router::thread_of`]: a sender in the thread of the first
+/// router listed after it); a result document per node (with `--json`, one per line).
 fn run_group(args: &NodeArgs) -> Result<()> {
     if args.controller.is_some() {
         return Err(UsageError(
@@ -452,11 +460,10 @@ fn run_group(args: &NodeArgs) -> Result<()> {
     let mut files: Vec<NodeFile> = Vec::with_capacity(args.config.len());
     for path in &args.config {
         let file = config::load(path).map_err(|e| UsageError(e.to_string()))?;
-        if !matches!(file.node.role, Role::Edge | Role::Core) {
+        if file.node.role == Role::Receiver {
             return Err(UsageError(format!(
-                "{}: node.role: several --config run routers (edge, core) in one process; this node is a {}",
+                "{}: node.role: several --config run routers (edge, core) and senders in one process; a receiver cannot join them: it blocks on its socket until a packet comes (run it with a --config of its own)",
                 path.display(),
-                config::role_name(file.node.role)
             ))
             .into());
         }
@@ -473,7 +480,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             .and_then(|first| first.live.thread_difference(&file.live))
         {
             return Err(UsageError(format!(
-                "{}: {field}: differs from {}; routers sharing a thread share how it waits and runs",
+                "{}: {field}: differs from {}; nodes sharing a thread share how it waits and runs",
                 path.display(),
                 args.config[0].display()
             ))
@@ -506,7 +513,10 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             quiet: crate::say::quiet(),
             ready_file: ready_file(args, &file.node.name),
             start_at_ns: args.start_at_ns,
-            duration: args.duration,
+            duration: match file.node.role {
+                Role::Sender => args.sender_duration.or(args.duration),
+                _ => args.duration,
+            },
             warnings: warnings.clone(),
             realtime: Value::Null,
             file,
@@ -534,14 +544,17 @@ fn run_group(args: &NodeArgs) -> Result<()> {
     Ok(())
 }
 
-/// The CPU of each router thread of `--threads` when the files give `live.cpu`
+/// The CPU of each thread of `--threads` when the files give `live.cpu`
 /// (they all give the same, `run_group` checked): thread `i` takes the `i`-th
 /// online CPU from it ([`lockstep_core::sched::thread_cpus`]); none without.
 fn thread_cpus(args: &NodeArgs, files: &[NodeFile]) -> Result<Vec<usize>> {
     let Some(base) = files.first().and_then(|f| f.live.cpu) else {
         return Ok(Vec::new());
     };
-    let (_, threads) = router::spread(files.len(), usize::from(args.threads));
+    let is_router: Vec<bool> = files.iter().map(|f| f.node.role != Role::Sender).collect();
+    let threads = router::thread_of(&is_router, usize::from(args.threads))
+        .last()
+        .map_or(1, |&t| t + 1);
     let online = lockstep_linux::host::online_cpus();
     lockstep_core::sched::thread_cpus(base, threads, &online).map_err(|e| {
         let path = args.config.first().map(|p| p.display().to_string());
@@ -693,6 +706,21 @@ fn finish(
     Ok(())
 }
 
+/// The end of a node's run that starts at `start` and lasts `duration` (none: until a
+/// signal), [`linger`] included for routers and receivers.
+fn run_end(
+    role: Role,
+    frame: &lockstep_core::tdp::config::FrameConfig,
+    start: i64,
+    duration: Option<Duration>,
+) -> Option<i64> {
+    let extra = match role {
+        Role::Sender => 0,
+        _ => linger(frame).as_nanos(),
+    };
+    duration.map(|d| start.saturating_add(d.as_nanos()).saturating_add(extra))
+}
+
 /// How long routers and receivers run past `--duration`: two time-cycles (`2 k TF`)
 /// and at least 200 ms, so the last packets a sender sent still cross the path (a hop
 /// holds a packet for less than a cycle).
@@ -766,6 +794,30 @@ mod tests {
         );
         assert!(check_sync(&host(true, 50_001), tf, true, &mut w).is_err());
         check_sync(&host(true, 50_001), tf, false, &mut w).unwrap();
+    }
+
+    #[test]
+    fn a_sender_in_the_routers_thread_ends_before_them() {
+        let f = lockstep_core::tdp::config::FrameConfig {
+            tf: Duration::from_millis(1),
+            k: 4,
+            epoch_ns: 0,
+            offset: Duration::ZERO,
+            guard: Duration::ZERO,
+            lead: 1,
+        };
+        let end = |role: Role, start: i64, d: Option<Duration>| run_end(role, &f, start, d);
+        // the lab: routers run the duration and the drain, senders the duration
+        let d = Duration::from_secs(5);
+        let drain = Duration::from_millis(508);
+        let s_end = end(Role::Sender, 1_000, Some(d));
+        let r_end = end(Role::Core, 1_000, Some(d + drain));
+        assert_eq!(s_end, Some(1_000 + 5_000_000_000));
+        // the router lingers 200 ms past its duration (and its drain)
+        assert_eq!(r_end, Some(1_000 + 5_508_000_000 + 200_000_000));
+        // the same --duration for both: the sender still stops first, no linger
+        assert!(end(Role::Sender, 0, Some(d)) < end(Role::Edge, 0, Some(d)));
+        assert_eq!(end(Role::Sender, 0, None), None);
     }
 
     #[test]

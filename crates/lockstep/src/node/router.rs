@@ -8,15 +8,28 @@
 //! small host this is one wake-up per frame for all routers instead of one per
 //! router, and no router waits for a CPU another router holds.
 //!
+//! A thread can run senders too (a sender's file among the routers': it joins the
+//! thread of the first router listed after it, [`thread_of`]). A sender member is the
+//! standalone sender's own driver ([`sender::Driver`]) taken step by step: its next
+//! frame start is one more deadline of the loop, at it the member sends its frame
+//! (and takes its TX timestamps), and it drops out of the deadlines once it stops (its
+//! own end, `--sender-duration`, or its counts). Right after a member sent, the loop
+//! receives on every port: the kernel hands a frame written into a veth to the
+//! namespace at its other end on the sending CPU, during the send, so the edge router
+//! takes it in the same turn, without a wake-up of another thread.
+//!
 //! # The frame loop
 //!
 //! ```text
 //! wait for the start (--start-at-ns)
 //! loop {
+//!     senders              each member whose frame start has passed sends its frame;
+//!                          if one did, receive on every port at once
 //!     tick(now)            if the node's poll_timeout() has passed: handle_timeout(now)
 //!                          and record the frame-timer wake-up latency now − frame start
 //!     flush(now)           poll_transmit() until None, sendmmsg per port in batches
-//!     deadline = min(poll_timeout(), end of run, now + HOUSEKEEPING)
+//!     deadline = min(poll_timeout() of every router, next frame start of every
+//!                    sender, end of run, now + HOUSEKEEPING)
 //!     now = run_until(deadline)
 //! }
 //! ```
@@ -78,7 +91,7 @@ use lockstep_core::margin::MarginTuner;
 use lockstep_core::measure::txmatch::TxMatcher;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::stats::{Histogram, Summary};
-use lockstep_core::tdp::config::NodeConfig;
+use lockstep_core::tdp::config::{NodeConfig, Role};
 use lockstep_core::tdp::node::{Node, RxMeta, TxKind};
 use lockstep_core::tdp::PacketBuf;
 use lockstep_core::wire::checksum::{fold, ones_complement_sum};
@@ -98,7 +111,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::config::LiveConfig;
-use super::{csv, to_node_clock, Ctx, Outcome, StopReason};
+use super::{csv, sender, to_node_clock, Ctx, Outcome, StopReason};
 use crate::report::SampleWriter;
 use crate::{EnvError, UsageError};
 
@@ -201,11 +214,14 @@ struct Router {
     notes: Vec<String>,
 }
 
-/// The routers this process runs (one, or several with `--config A --config B`: one
-/// thread, one `ppoll` over every port of every router, one wake-up per frame start
-/// for all of them) and how it waits.
+/// The routers (and senders) one thread runs (one, or several with `--config A
+/// --config B`: one `ppoll` over every port of every router, one wake-up per frame
+/// start for all of them) and how it waits.
 struct Group {
     routers: Vec<Router>,
+    /// Senders run by the same thread (`lockstep node` with a sender's file among the
+    /// routers'): each wakes the loop at its frame starts like a router.
+    senders: Vec<SenderMember>,
     clock: ClockId,
     poller: Poller,
     tuner: MarginTuner,
@@ -274,33 +290,61 @@ pub(crate) fn spread(routers: usize, threads: usize) -> (usize, usize) {
     (per, routers.max(1).div_ceil(per))
 }
 
-/// Runs the routers of `ctxs` until the end of the run, on up to `threads` threads
-/// (consecutive routers share one, [`spread`]); thread `i` is pinned to `cpus[i]`
-/// (an empty `cpus`: to the first file's `live.cpu`, if any). One outcome (and the
-/// start) per router, in the order given.
+/// The thread of each node, in the order given (`is_router`: a router, else a
+/// sender), when the routers are spread over up to `threads` ([`spread`]): a sender
+/// joins the thread of the first router listed after it, the last thread when none
+/// follows (the lab lists each sender right before the edge router it sends into).
+/// Never decreasing, so each thread's nodes are consecutive.
+pub(crate) fn thread_of(is_router: &[bool], threads: usize) -> Vec<usize> {
+    let routers = is_router.iter().filter(|&&r| r).count();
+    let (per, n) = spread(routers, threads);
+    let mut out = vec![0; is_router.len()];
+    let mut k = routers;
+    let mut next = n.saturating_sub(1);
+    for (i, &router) in is_router.iter().enumerate().rev() {
+        if router {
+            k -= 1;
+            next = k / per;
+        }
+        out[i] = next;
+    }
+    out
+}
+
+/// Runs the routers and senders of `ctxs` until the end of the run, on up to
+/// `threads` threads ([`thread_of`]); thread `i` is pinned to `cpus[i]` (an empty
+/// `cpus`: to the first file's `live.cpu`, if any). One outcome (and the start) per
+/// node, in the order given.
 pub(crate) fn run(
     ctxs: &mut [Ctx],
     waiter: &Waiter,
     threads: usize,
     cpus: &[usize],
 ) -> Result<(Vec<Outcome>, Option<i64>)> {
-    let (per, threads) = spread(ctxs.len(), threads);
-    let cpu_of = |i: usize| {
-        cpus.get(i)
-            .copied()
-            .or_else(|| ctxs.first().and_then(|c| c.file.live.cpu))
-    };
-    if threads == 1 {
-        let cpu = cpu_of(0);
-        return run_thread(ctxs, waiter, cpu);
+    let is_router: Vec<bool> = ctxs
+        .iter()
+        .map(|c| c.file.node.role != Role::Sender)
+        .collect();
+    let of = thread_of(&is_router, threads);
+    let first_cpu = ctxs.first().and_then(|c| c.file.live.cpu);
+    let cpu_of = |i: usize| cpus.get(i).copied().or(first_cpu);
+    let mut chunks: Vec<&mut [Ctx]> = Vec::new();
+    let mut rest: &mut [Ctx] = ctxs;
+    for t in 0..of.last().map_or(0, |&t| t + 1) {
+        let len = of.iter().filter(|&&x| x == t).count();
+        let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(len);
+        chunks.push(chunk);
+        rest = tail;
     }
-    let cpus: Vec<Option<usize>> = (0..threads).map(cpu_of).collect();
+    if let [one] = chunks.as_mut_slice() {
+        return run_thread(one, waiter, cpu_of(0));
+    }
     let results: Vec<Result<(Vec<Outcome>, Option<i64>)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = ctxs
-            .chunks_mut(per)
+        let handles: Vec<_> = chunks
+            .into_iter()
             .enumerate()
             .map(|(i, chunk)| {
-                let cpu = cpus.get(i).copied().flatten();
+                let cpu = cpu_of(i);
                 std::thread::Builder::new()
                     .name(format!("routers-{i}"))
                     .spawn_scoped(s, move || {
@@ -322,7 +366,7 @@ pub(crate) fn run(
             })
             .collect()
     });
-    let mut outcomes = Vec::with_capacity(ctxs.len());
+    let mut outcomes = Vec::new();
     let mut start = None;
     for r in results {
         let (o, st) = r?;
@@ -332,26 +376,79 @@ pub(crate) fn run(
     Ok((outcomes, start))
 }
 
-/// Runs the routers of `ctxs` in the calling thread, pinned to `cpu` if given.
+/// A sender run by a router thread: its driver, its file's index in the thread's
+/// `ctxs`, the frame start it waits for next (none once stopped).
+struct SenderMember {
+    driver: sender::Driver,
+    ctx: usize,
+    next: Option<Instant>,
+}
+
+/// Runs the routers and senders of `ctxs` in the calling thread, pinned to `cpu` if
+/// given.
 fn run_thread(
     ctxs: &mut [Ctx],
     waiter: &Waiter,
     cpu: Option<usize>,
 ) -> Result<(Vec<Outcome>, Option<i64>)> {
-    let mut routers = Vec::with_capacity(ctxs.len());
-    for ctx in ctxs.iter_mut() {
-        routers.push(open(ctx, waiter.now().ns)?);
-    }
     if ctxs.is_empty() {
         return Ok((Vec::new(), None));
     }
-    // The first router's file says how the thread waits and runs (`run_group` made
-    // sure the others agree).
+    let mut g = open_group(ctxs, waiter)?;
+    for ctx in ctxs.iter() {
+        ctx.ready()?;
+    }
+    let _rt = thread_rt(ctxs, cpu)?;
+    for ctx in ctxs.iter().filter(|c| c.file.node.role != Role::Sender) {
+        let names: Vec<String> = ctx
+            .file
+            .node
+            .ports
+            .iter()
+            .map(|p| p.ifname.clone())
+            .collect();
+        ctx.progress(&format!(
+            "{}: forwarding between {}",
+            ctx.file.node.name,
+            names.join(", ")
+        ));
+    }
+    for r in &mut g.routers {
+        r.start_receiving()?;
+    }
+    let start = ctxs[0].wait_start(waiter);
+    let mut stop = StopReason::Signal;
+    if let Some(start) = start {
+        let end = ctxs.iter().filter_map(|c| c.end_for(start)).max();
+        stop = g.run(ctxs, start, end)?;
+    }
+    let stop_ns = lockstep_linux::now(g.clock).ns;
+    Ok((g.outcomes(ctxs, stop, stop_ns)?, start))
+}
+
+/// Opens the routers' ports and the senders' sockets of one thread, and how it
+/// waits: the first file's way (`run_group` made sure the others agree).
+fn open_group(ctxs: &mut [Ctx], waiter: &Waiter) -> Result<Group> {
+    let mut routers = Vec::with_capacity(ctxs.len());
+    let mut senders = Vec::new();
+    for (i, ctx) in ctxs.iter_mut().enumerate() {
+        if ctx.file.node.role == Role::Sender {
+            let driver = sender::Driver::new(ctx)?;
+            senders.push(SenderMember {
+                driver,
+                ctx: i,
+                next: None,
+            });
+        } else {
+            routers.push(open(ctx, waiter.now().ns)?);
+        }
+    }
     let live = ctxs[0].file.live.clone();
     // The shortest frame of the group bounds the spin margin.
     let tf = routers
         .iter()
         .map(|r| r.node.frame_clock().tf())
+        .chain(senders.iter().map(|s| s.driver.tf()))
         .min()
         .unwrap_or(Duration::from_millis(1));
     // At most a quarter of each frame spinning: the router thread shares its CPU with
@@ -364,19 +461,22 @@ fn run_thread(
         .unwrap_or(lockstep_core::sched::DEFAULT_HYBRID_MARGIN);
     let mut tuner = MarginTuner::new(initial, MIN_ADAPTIVE_MARGIN, max_margin, MARGIN_SLACK);
     tuner.set_max(max_margin);
-    let mut g = Group {
+    Ok(Group {
         routers,
+        senders,
         clock: ctxs[0].clock,
         poller: Poller::new(),
         tuner,
         fixed_margin: live.fixed_margin,
         strategy: live.strategy,
         coalesce: live.coalesce.unwrap_or(Duration::ZERO).as_nanos(),
-    };
+    })
+}
 
-    for ctx in ctxs.iter() {
-        ctx.ready()?;
-    }
+/// The thread's real-time settings (the first file's, on `cpu`), said in every
+/// node's document; a polling real-time thread warns of RT throttling.
+fn thread_rt(ctxs: &mut [Ctx], cpu: Option<usize>) -> Result<Option<lockstep_linux::RtState>> {
+    let live = ctxs[0].file.live.clone();
     let rt = ctxs[0].apply_rt_on(cpu)?;
     if rt.is_some() {
         let realtime = ctxs[0].realtime.clone();
@@ -391,41 +491,7 @@ fn run_thread(
             }
         }
     }
-    for ctx in ctxs.iter() {
-        let names: Vec<String> = ctx
-            .file
-            .node
-            .ports
-            .iter()
-            .map(|p| p.ifname.clone())
-            .collect();
-        ctx.progress(&format!(
-            "{}: forwarding between {}",
-            ctx.file.node.name,
-            names.join(", ")
-        ));
-    }
-
-    for r in &mut g.routers {
-        r.start_receiving()?;
-    }
-    let start = ctxs[0].wait_start(waiter);
-    let mut stop = StopReason::Signal;
-    if let Some(start) = start {
-        let end = ctxs.iter().filter_map(|c| c.end_for(start)).max();
-        stop = g.run(start, end)?;
-    }
-    let stop_ns = lockstep_linux::now(g.clock).ns;
-    let margin = g.tuner.margin();
-    let mut outcomes = Vec::with_capacity(ctxs.len());
-    for (r, ctx) in g.routers.iter_mut().zip(ctxs.iter_mut()) {
-        for n in std::mem::take(&mut r.notes) {
-            ctx.warn(n);
-        }
-        r.finish()?;
-        outcomes.push(r.outcome(ctx, stop, stop_ns, margin)?);
-    }
-    Ok((outcomes, start))
+    Ok(rt)
 }
 
 /// A real-time thread that polls (hybrid, spin) can use more than the kernel's RT
@@ -543,9 +609,15 @@ fn open(ctx: &mut Ctx, now: i64) -> Result<Router> {
 }
 
 impl Group {
-    /// The frame loop (see the module docs), over every router.
-    fn run(&mut self, start: i64, end: Option<i64>) -> Result<StopReason> {
+    /// The frame loop (see the module docs), over every router and sender.
+    fn run(&mut self, ctxs: &mut [Ctx], start: i64, end: Option<i64>) -> Result<StopReason> {
         let mut now = Instant::new(self.clock, start);
+        for m in &mut self.senders {
+            if let Some(ctx) = ctxs.get_mut(m.ctx) {
+                m.driver.begin(ctx, start);
+                m.next = m.driver.poll(ctx, now);
+            }
+        }
         loop {
             if stop_requested() {
                 return Ok(StopReason::Signal);
@@ -553,33 +625,102 @@ impl Group {
             if end.is_some_and(|e| now.ns >= e) {
                 return Ok(StopReason::Duration);
             }
+            if self.routers.is_empty() && self.senders.iter().all(|m| m.driver.stopped()) {
+                return Ok(StopReason::Count);
+            }
+            if self.senders_on_time(ctxs, now)? {
+                // What they sent is already at the router it went to (the kernel
+                // handed it over on this CPU during the send): take it now.
+                self.receive_now()?;
+            }
             for r in &mut self.routers {
-                r.tick(now);
-                r.flush(now)?;
-                if r.tx_ts && r.ports.iter().any(|p| p.outstanding > 0) {
-                    r.drain_tx_timestamps(false)?;
-                }
-                if now.ns >= r.next_remap {
-                    r.map = ClockMap::measure(r.clock);
-                    r.next_remap = now.ns.saturating_add(REMAP_EVERY_NS);
-                }
-                if r.watcher.is_some() && now.ns >= r.next_table_check {
-                    r.next_table_check = now.ns.saturating_add(TABLE_CHECK_NS);
-                    r.take_table();
-                }
+                r.on_time(now)?;
             }
             let (deadline, precise) = wake_plan(now.ns, self.earliest_timeout(), end);
             now = self.run_until(deadline, precise)?;
         }
     }
 
-    /// The earliest frame start any router waits for.
+    /// The senders whose frame start has come send; each then says when it next
+    /// wants to run (none once it has stopped: it drops out). Whether any sent.
+    fn senders_on_time(&mut self, ctxs: &mut [Ctx], now: Instant) -> Result<bool> {
+        let mut sent = false;
+        for m in &mut self.senders {
+            let Some(ctx) = ctxs.get_mut(m.ctx) else {
+                continue;
+            };
+            if m.next.is_some_and(|t| now >= t) {
+                m.driver.on_time(ctx, now)?;
+                sent = true;
+            }
+            m.next = m.driver.poll(ctx, now);
+        }
+        Ok(sent)
+    }
+
+    /// One receive on every port of every router, without waiting.
+    fn receive_now(&mut self) -> Result<usize> {
+        for p in self.routers.iter_mut().flat_map(|r| r.ports.iter_mut()) {
+            p.readable = true;
+        }
+        self.receive_all()
+    }
+
+    /// A batch from every readable port into its router, and what may leave at once
+    /// sent; the TX timestamps and socket errors waiting taken. Frames received.
+    fn receive_all(&mut self) -> Result<usize> {
+        let mut got = 0;
+        for r in &mut self.routers {
+            let n = r.receive()?;
+            if n > 0 {
+                let now = r.now();
+                r.flush(now)?;
+            }
+            if r.errqueue || r.ports.iter().any(|p| p.outstanding > 0) {
+                // An error-queue entry makes every ppoll return at once until taken.
+                r.drain_tx_timestamps(r.errqueue)?;
+                if r.errqueue {
+                    r.take_errors();
+                }
+                r.errqueue = false;
+            }
+            got += n;
+        }
+        Ok(got)
+    }
+
+    /// The earliest frame start any router or sender waits for.
     fn earliest_timeout(&self) -> Option<i64> {
-        self.routers
-            .iter()
-            .filter_map(|r| r.node.poll_timeout())
-            .map(|t| t.ns)
-            .min()
+        earliest(
+            self.routers.iter().map(|r| r.node.poll_timeout()),
+            self.senders.iter().map(|m| m.next),
+        )
+    }
+
+    /// After the loop: every node's outcome in the order of `ctxs` (a sender still
+    /// running stops with the thread, `stop` at `stop_ns`).
+    fn outcomes(
+        &mut self,
+        ctxs: &mut [Ctx],
+        stop: StopReason,
+        stop_ns: i64,
+    ) -> Result<Vec<Outcome>> {
+        let margin = self.tuner.margin();
+        let mut routers = self.routers.iter_mut();
+        let mut outcomes = Vec::with_capacity(ctxs.len());
+        for (i, ctx) in ctxs.iter_mut().enumerate() {
+            if let Some(m) = self.senders.iter_mut().find(|m| m.ctx == i) {
+                outcomes.push(m.driver.end(ctx, stop, stop_ns)?);
+                continue;
+            }
+            let r = routers.next().context("a router without its file")?;
+            for n in std::mem::take(&mut r.notes) {
+                ctx.warn(n);
+            }
+            r.finish()?;
+            outcomes.push(r.outcome(ctx, stop, stop_ns, margin)?);
+        }
+        Ok(outcomes)
     }
 
     /// Receives and forwards until the clock reads `deadline`; returns that reading.
@@ -643,23 +784,7 @@ impl Group {
                     p.readable = true;
                 }
             }
-            let mut got = 0;
-            for r in &mut self.routers {
-                let n = r.receive()?;
-                if n > 0 {
-                    let now = r.now();
-                    r.flush(now)?;
-                }
-                if r.errqueue || r.ports.iter().any(|p| p.outstanding > 0) {
-                    // An error-queue entry makes every ppoll return at once until taken.
-                    r.drain_tx_timestamps(r.errqueue)?;
-                    if r.errqueue {
-                        r.take_errors();
-                    }
-                    r.errqueue = false;
-                }
-                got += n;
-            }
+            let got = self.receive_all()?;
             busy = got > 0;
             // A packet can give an idle router a frame start before the deadline
             // this wait was planned for (housekeeping): plan again. (Waiting on,
@@ -696,6 +821,15 @@ fn coalesced_sleep(
     (busy && coalesce > 0 && t.saturating_sub(reserve) >= coalesce).then_some(coalesce)
 }
 
+/// The earliest of the routers' and the senders' next frame starts (a sender that
+/// stopped has none).
+fn earliest(
+    routers: impl Iterator<Item = Option<Instant>>,
+    senders: impl Iterator<Item = Option<Instant>>,
+) -> Option<i64> {
+    routers.chain(senders).flatten().map(|t| t.ns).min()
+}
+
 /// Until when the loop waits from `now`, and whether that is a frame start (hybrid
 /// spins towards one): the earliest frame start a router waits for, unless the end
 /// of the run or the next housekeeping comes first.
@@ -714,6 +848,25 @@ impl Router {
     #[inline]
     fn now(&self) -> Instant {
         lockstep_linux::now(self.clock)
+    }
+
+    /// A turn of the frame loop: a frame start that has come, what may leave now,
+    /// the TX timestamps due, and now and then the clock map and the controller.
+    fn on_time(&mut self, now: Instant) -> Result<()> {
+        self.tick(now);
+        self.flush(now)?;
+        if self.tx_ts && self.ports.iter().any(|p| p.outstanding > 0) {
+            self.drain_tx_timestamps(false)?;
+        }
+        if now.ns >= self.next_remap {
+            self.map = ClockMap::measure(self.clock);
+            self.next_remap = now.ns.saturating_add(REMAP_EVERY_NS);
+        }
+        if self.watcher.is_some() && now.ns >= self.next_table_check {
+            self.next_table_check = now.ns.saturating_add(TABLE_CHECK_NS);
+            self.take_table();
+        }
+        Ok(())
     }
 
     /// A newer table from the controller, if one came: the node's flows are
@@ -1267,6 +1420,44 @@ mod tests {
         assert_eq!(coalesced_sleep(false, 20_000, Some(100_000), true), None);
         assert_eq!(coalesced_sleep(true, 0, Some(100_000), true), None);
         assert_eq!(coalesced_sleep(true, 20_000, None, true), None);
+    }
+
+    #[test]
+    fn a_sender_joins_the_thread_of_the_router_listed_after_it() {
+        // s1 r1 s2 r2 r3 on 2 threads: routers r1 r2 | r3; each sender with the next
+        let (s, r) = (false, true);
+        assert_eq!(thread_of(&[s, r, s, r, r], 2), [0, 0, 0, 0, 1]);
+        assert_eq!(thread_of(&[s, r, r, s, r], 3), [0, 0, 1, 2, 2]);
+        // a sender after the last router: the last thread
+        assert_eq!(thread_of(&[r, r, s], 2), [0, 1, 1]);
+        // senders alone: one thread
+        assert_eq!(thread_of(&[s, s], 4), [0, 0]);
+        // routers only: as `spread` says
+        assert_eq!(thread_of(&[r, r, r], 2), [0, 0, 1]);
+        assert_eq!(thread_of(&[], 2), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn the_earliest_deadline_is_over_routers_and_senders() {
+        let at = |ns: i64| Some(Instant::new(ClockId::Tai, ns));
+        // a sender's frame start before every router's
+        assert_eq!(
+            earliest([at(500), None].into_iter(), [at(300)].into_iter()),
+            Some(300)
+        );
+        // a router's before the sender's
+        assert_eq!(
+            earliest([at(200)].into_iter(), [at(300)].into_iter()),
+            Some(200)
+        );
+        // a sender that stopped (or waits for a table) has none: it drops out
+        assert_eq!(
+            earliest([at(500)].into_iter(), [None, at(900)].into_iter()),
+            Some(500)
+        );
+        assert_eq!(earliest([None].into_iter(), [None].into_iter()), None);
+        // and the loop waits for the sender's frame start precisely (hybrid spins)
+        assert_eq!(wake_plan(0, Some(300), Some(10_000)), (300, true));
     }
 
     #[test]

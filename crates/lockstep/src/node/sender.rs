@@ -14,6 +14,13 @@
 //! as a send error and handed back ([`Sender::retract`]). A new table from the
 //! controller goes to [`Sender::set_schedule`] between two frames.
 //!
+//! The loop is a few steps ([`Driver::begin`], [`Driver::poll`]: the next frame start
+//! or a stop, [`next_step`]; [`Driver::on_time`]: a frame sent; [`Driver::end`]: the
+//! files and the outcome) that [`run`] takes with a wait in between, and that a router
+//! thread takes for a sender running in it (`lockstep node --config S --config R`,
+//! `super::router`), so a sender writes the same files either way. Its sockets are
+//! opened in `live.netns` when the file names one.
+//!
 //! Software TX timestamps (one socket per flow, ids from 0) are matched to the packets
 //! they belong to by a [`TxMatcher`] and give the kernel part of `L_Tx`
 //! (`tx_kernel − t_wake`) per flow; with `--output` every packet is written to
@@ -228,7 +235,7 @@ struct FlowSummary<'a> {
 }
 
 /// The sender state machine and the sockets it sends on.
-struct Driver {
+pub(crate) struct Driver {
     sender: Sender,
     /// In the order of `live.flows` (the sender's flow indices).
     flows: Vec<FlowIo>,
@@ -238,39 +245,59 @@ struct Driver {
     send_errors: u64,
     tx_timestamps: u64,
     tx_timestamps_missing: u64,
+    /// Frames marked for the first hop (`live.mark`, or TDP mode).
+    mark: bool,
+    tf: lockstep_core::Duration,
+    /// The end of its run ([`Ctx::end_for`] of the start), set by [`Driver::begin`].
+    end: Option<i64>,
+    /// Why and when it stopped, once it has.
+    stopped: Option<(StopReason, i64)>,
+    /// No frame to send in: when to look for a controller's table next.
+    next_table_check: i64,
 }
 
-pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
-    let mark = ctx
-        .file
-        .live
-        .mark
-        .unwrap_or(ctx.file.node.mode == Mode::Tdp);
-    let sender = new_sender(&ctx.file.node, &ctx.file.live.flows, mark)?;
-    let tf = sender.schedule().frame_clock().tf();
-    let mut d = Driver::open(ctx, sender)?;
+/// What a sender does next ([`next_step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Wake at this frame start (ns) and send.
+    At(i64),
+    /// No frame to send in, but a controller may send a table with some.
+    NoTable,
+    /// Done.
+    Stop(StopReason),
+}
 
+/// What comes after a frame: the next frame start unless it is at or past the end of
+/// the run (`end`) or every flow sent its count (`done`); without frames, the sender
+/// is done unless a controller may still send a table.
+pub(crate) fn next_step(
+    next_start: Option<i64>,
+    end: Option<i64>,
+    done: bool,
+    controller: bool,
+) -> Step {
+    match next_start {
+        None if controller => Step::NoTable,
+        None => Step::Stop(StopReason::Count),
+        Some(t0) if end.is_some_and(|e| t0 >= e) => Step::Stop(StopReason::Duration),
+        Some(_) if done => Step::Stop(StopReason::Count),
+        Some(t0) => Step::At(t0),
+    }
+}
+
+/// How often a sender without frames looks for a controller's table.
+const TABLE_WAIT_NS: i64 = 10_000_000;
+
+pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64>)> {
+    let mut d = Driver::new(ctx)?;
     ctx.ready()?;
     let _rt = ctx.apply_rt()?;
-    let targets: Vec<String> = d
-        .flows
-        .iter()
-        .map(|f| format!("flow {} → {}", f.id, f.dst))
-        .collect();
-    ctx.progress(&format!(
-        "sending {} ({})",
-        targets.join(", "),
-        if mark { "frame-marked" } else { "DSCP 0" }
-    ));
-
     let start = ctx.wait_start(waiter);
-    let stop = match start {
-        Some(start) => d.run(ctx, waiter, start)?,
-        None => StopReason::Signal,
-    };
-    let stop_ns = waiter.now().ns;
-    d.finish()?;
-    Ok((d.outcome(ctx, tf, mark, stop, stop_ns)?, start))
+    if let Some(start) = start {
+        d.run(ctx, waiter, start)?;
+    }
+    let outcome = d.end(ctx, StopReason::Signal, waiter.now().ns)?;
+    Ok((outcome, start))
 }
 
 /// The sender of `live.flows`. The schedule is checked first, so that its errors
@@ -292,15 +319,58 @@ fn field_error(table: &str, e: NodeConfigError) -> UsageError {
     UsageError(format!("{table}.{}: {}", e.field, e.message))
 }
 
-impl Driver {
-    /// Opens every flow's socket and the `-tx.csv` file.
-    fn open(ctx: &mut Ctx, sender: Sender) -> Result<Driver> {
-        let live = ctx.file.live.clone();
+/// Opens every flow's socket (in `live.netns` when the file names one); whether TX
+/// timestamps are on.
+fn open_flows(ctx: &mut Ctx) -> Result<(Vec<FlowIo>, bool)> {
+    let live = ctx.file.live.clone();
+    let open_all = |ctx: &mut Ctx| -> Result<(Vec<FlowIo>, bool)> {
         let mut tx_ts = live.tx_timestamps;
         let mut flows = Vec::with_capacity(live.flows.len());
         for lf in &live.flows {
             flows.push(FlowIo::open(ctx, lf, &mut tx_ts)?);
         }
+        Ok((flows, tx_ts))
+    };
+    match &live.netns {
+        None => open_all(ctx),
+        Some(ns) => lockstep_linux::netns::run_in(ns, || open_all(ctx))
+            .map_err(|e| EnvError(format!("live.netns: {e}")))?,
+    }
+}
+
+impl Driver {
+    /// The sender of the node file with its sockets open and its `-tx.csv` file
+    /// (the sender's part of `run`, and of a router thread's members).
+    pub(crate) fn new(ctx: &mut Ctx) -> Result<Driver> {
+        let mark = ctx
+            .file
+            .live
+            .mark
+            .unwrap_or(ctx.file.node.mode == Mode::Tdp);
+        let sender = new_sender(&ctx.file.node, &ctx.file.live.flows, mark)?;
+        let tf = sender.schedule().frame_clock().tf();
+        let d = Driver::open(ctx, sender, mark, tf)?;
+        let targets: Vec<String> = d
+            .flows
+            .iter()
+            .map(|f| format!("flow {} → {}", f.id, f.dst))
+            .collect();
+        ctx.progress(&format!(
+            "sending {} ({})",
+            targets.join(", "),
+            if mark { "frame-marked" } else { "DSCP 0" }
+        ));
+        Ok(d)
+    }
+
+    /// Opens every flow's socket and the `-tx.csv` file.
+    fn open(
+        ctx: &mut Ctx,
+        sender: Sender,
+        mark: bool,
+        tf: lockstep_core::Duration,
+    ) -> Result<Driver> {
+        let (flows, tx_ts) = open_flows(ctx)?;
         let csv = if tx_ts {
             let header = [
                 "flow",
@@ -324,51 +394,145 @@ impl Driver {
             send_errors: 0,
             tx_timestamps: 0,
             tx_timestamps_missing: 0,
+            mark,
+            tf,
+            end: None,
+            stopped: None,
+            next_table_check: i64::MIN,
         })
     }
 
-    /// The frame loop, from `start` until a stop.
-    fn run(&mut self, ctx: &mut Ctx, waiter: &Waiter, start: i64) -> Result<StopReason> {
-        let end = ctx.end_for(start);
-        self.sender.start(Instant::new(ctx.clock, start));
+    /// The frame loop of a sender on its own, from `start` until a stop: the steps a
+    /// router thread takes for its sender members ([`Driver::poll`], [`Driver::on_time`]),
+    /// with a wait for each frame start in between.
+    fn run(&mut self, ctx: &mut Ctx, waiter: &Waiter, start: i64) -> Result<()> {
+        self.begin(ctx, start);
         loop {
-            let Some(t0) = self.sender.next_start() else {
-                // With a controller, an empty table waits for one.
-                match wait_for_table(ctx, waiter, end) {
-                    Ok(s) => {
-                        self.sender.set_schedule(s, waiter.now());
-                        continue;
-                    }
-                    Err(reason) => return Ok(reason),
-                }
-            };
             if stop_requested() {
-                return Ok(StopReason::Signal);
+                self.stop(StopReason::Signal, waiter.now().ns);
             }
-            if end.is_some_and(|e| t0.ns >= e) {
-                return Ok(StopReason::Duration);
+            if self.stopped.is_some() {
+                return Ok(());
             }
-            if self.sender.done() {
-                return Ok(StopReason::Count);
-            }
-            let woke = waiter.wait_until(t0);
-            self.sender.handle_timeout(woke);
-            self.send_frame(waiter)?;
-            if self.tx_ts {
-                self.drain_outstanding()?;
-            }
-            // Between two frames: a new table from the controller applies from the
-            // next frame on.
-            if let Some(s) = table_update(ctx) {
-                self.sender.set_schedule(s, waiter.now());
+            match self.poll(ctx, waiter.now()) {
+                Some(t0) => {
+                    let woke = waiter.wait_until(t0);
+                    self.on_time(ctx, woke)?;
+                }
+                None if self.stopped.is_none() => {
+                    std::thread::sleep(StdDuration::from_nanos(TABLE_WAIT_NS as u64));
+                }
+                None => {}
             }
         }
     }
 
+    /// Starts the frames at `start`; the run ends at [`Ctx::end_for`] of it (no
+    /// linger: a sender stops at `--duration`).
+    pub(crate) fn begin(&mut self, ctx: &Ctx, start: i64) {
+        self.end = ctx.end_for(start);
+        self.sender.start(Instant::new(ctx.clock, start));
+    }
+
+    /// The next frame start to wake for; `None` once stopped (the end of its run, its
+    /// counts sent: remembered with `now`) or while it waits for a table with frames
+    /// from the controller (looked for every 10 ms, a new one applied at once).
+    pub(crate) fn poll(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Instant> {
+        if self.stopped.is_some() {
+            return None;
+        }
+        let step = |d: &Driver, ctx: &Ctx| {
+            let t0 = d.sender.next_start();
+            let step = next_step(
+                t0.map(|t| t.ns),
+                d.end,
+                d.sender.done(),
+                ctx.controller.is_some(),
+            );
+            (t0, step)
+        };
+        let (mut t0, mut next) = step(self, ctx);
+        if next == Step::NoTable && self.look_for_table(ctx, now) {
+            (t0, next) = step(self, ctx);
+        }
+        match next {
+            Step::At(_) => t0,
+            Step::NoTable => None,
+            Step::Stop(reason) => {
+                self.stop(reason, now.ns);
+                None
+            }
+        }
+    }
+
+    /// Without frames: the end of the run stops it; a table with frames from the
+    /// controller is applied (`true`).
+    fn look_for_table(&mut self, ctx: &mut Ctx, now: Instant) -> bool {
+        if self.end.is_some_and(|e| now.ns >= e) {
+            self.stop(StopReason::Duration, now.ns);
+            return false;
+        }
+        if now.ns < self.next_table_check {
+            return false;
+        }
+        self.next_table_check = now.ns.saturating_add(TABLE_WAIT_NS);
+        match table_update(ctx) {
+            Some(s) if s.next_at_or_after(now.ns).is_some() => {
+                self.sender.set_schedule(s, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// At (or after) a frame start, `woke` the clock's reading: the sender's frame,
+    /// its packets sent, the TX timestamps taken; a new table from the controller
+    /// applies from the next frame on.
+    pub(crate) fn on_time(&mut self, ctx: &mut Ctx, woke: Instant) -> Result<()> {
+        self.sender.handle_timeout(woke);
+        self.send_frame(ctx.clock)?;
+        if self.tx_ts {
+            self.drain_outstanding()?;
+        }
+        if let Some(s) = table_update(ctx) {
+            self.sender.set_schedule(s, lockstep_linux::now(ctx.clock));
+        }
+        Ok(())
+    }
+
+    /// Remembers why and when it stopped (the first stop counts).
+    fn stop(&mut self, reason: StopReason, now_ns: i64) {
+        self.stopped.get_or_insert((reason, now_ns));
+    }
+
+    /// Whether it stopped (and drops out of its thread's deadlines).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped.is_some()
+    }
+
+    /// After its run: stopped (`reason` at `now_ns` unless it stopped before), the
+    /// last TX timestamps, its files, its outcome.
+    pub(crate) fn end(
+        &mut self,
+        ctx: &mut Ctx,
+        reason: StopReason,
+        now_ns: i64,
+    ) -> Result<Outcome> {
+        self.stop(reason, now_ns);
+        let (stop, stop_ns) = self.stopped.unwrap_or((reason, now_ns));
+        self.finish()?;
+        self.outcome(ctx, stop, stop_ns)
+    }
+
+    /// Its frame length.
+    pub(crate) fn tf(&self) -> lockstep_core::Duration {
+        self.tf
+    }
+
     /// Sends every packet the sender hands out now, each stamped with the clock
     /// read right before it leaves.
-    fn send_frame(&mut self, waiter: &Waiter) -> Result<()> {
-        while let Some(tx) = self.sender.poll_transmit(waiter.now()) {
+    fn send_frame(&mut self, clock: lockstep_core::ClockId) -> Result<()> {
+        while let Some(tx) = self.sender.poll_transmit(lockstep_linux::now(clock)) {
             let sent = Sent {
                 seq: tx.seq,
                 frame: tx.frame,
@@ -474,14 +638,8 @@ impl Driver {
             .collect()
     }
 
-    fn outcome(
-        &self,
-        ctx: &mut Ctx,
-        tf: lockstep_core::Duration,
-        mark: bool,
-        stop: StopReason,
-        stop_ns: i64,
-    ) -> Result<Outcome> {
+    fn outcome(&self, ctx: &mut Ctx, stop: StopReason, stop_ns: i64) -> Result<Outcome> {
+        let (tf, mark) = (self.tf, self.mark);
         let c = self.counters();
         self.warn(ctx, &c, tf);
         let wake_s = self.sender.wakeup().summary();
@@ -539,36 +697,40 @@ fn table_update(ctx: &mut Ctx) -> Option<SenderSchedule> {
     }
 }
 
-/// No frame to send in: without a controller the sender is done; with one it waits
-/// (checking every 10 ms) for a table with frames, the end of the run or a signal.
-fn wait_for_table(
-    ctx: &mut Ctx,
-    waiter: &Waiter,
-    end: Option<i64>,
-) -> Result<SenderSchedule, StopReason> {
-    if ctx.controller.is_none() {
-        return Err(StopReason::Count);
-    }
-    loop {
-        if stop_requested() {
-            return Err(StopReason::Signal);
-        }
-        let now = waiter.now().ns;
-        if end.is_some_and(|e| now >= e) {
-            return Err(StopReason::Duration);
-        }
-        if let Some(s) = table_update(ctx) {
-            if s.next_at_or_after(now).is_some() {
-                return Ok(s);
-            }
-        }
-        std::thread::sleep(StdDuration::from_millis(10));
-    }
-}
-
 fn preallocated() -> Histogram {
     let mut h = Histogram::new();
     h.record(1_000_000_000);
     h.reset();
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sender_sends_until_its_end_or_its_counts() {
+        // the next frame start, before the end
+        assert_eq!(
+            next_step(Some(900), Some(1_000), false, false),
+            Step::At(900)
+        );
+        assert_eq!(next_step(Some(900), None, false, false), Step::At(900));
+        // a frame at or past its end: stopped by the duration
+        assert_eq!(
+            next_step(Some(1_000), Some(1_000), false, false),
+            Step::Stop(StopReason::Duration)
+        );
+        // every count sent
+        assert_eq!(
+            next_step(Some(900), Some(1_000), true, false),
+            Step::Stop(StopReason::Count)
+        );
+        // no frames: done, unless a controller may send a table with some
+        assert_eq!(
+            next_step(None, None, false, false),
+            Step::Stop(StopReason::Count)
+        );
+        assert_eq!(next_step(None, Some(1_000), false, true), Step::NoTable);
+    }
 }
