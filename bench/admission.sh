@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
 # Incremental admission benchmark: admit 10,000 shaped flows over 1,000 FIFO
 # rate-latency servers (random feed-forward paths of 2-6 hops, seeded), printing the
-# time per admission (p50/p99/max; wall clock, and the process's CPU time over all its
-# threads, which leaves out the time other processes on this shared machine hold the
-# cores) and the time of a full re-analysis. Targets: <= 1 ms per admission, < 1 s for
-# the full re-analysis.
+# time per admission (p50/p99/max; wall clock, and the thread's CPU time, which leaves
+# out the time other processes on this shared machine hold the core) and the time of a
+# full re-analysis. Targets: <= 1 ms per admission, < 10 s for the full re-analysis.
 #
-#   bench/admission.sh [--topology pods|flat] [--flows N] [--servers N] [--seed S]
-#                      [--grid-ps N] [--threads N]
+#   bench/admission.sh [--topology pods|flat] [--flows N] [--servers N] [--seed S] [--grid-ps N]
 #
-# Without arguments it runs the default network with exact arithmetic (the end-to-end
-# bounds of a large admission in up to as many threads as there are CPUs, at most
-# four; then in one thread) and with the delays propagated downstream rounded up to
-# 1 ps (Admission::set_propagation_grid: every bound stays a valid, slightly larger,
-# upper bound), alternating A B C A B C to show the run-to-run spread.
+# Without arguments it runs the default network with exact arithmetic and with the
+# delays propagated downstream rounded up to 1 ps (Admission::set_propagation_grid:
+# every bound stays a valid, slightly larger, upper bound), alternating A B A B to
+# show the run-to-run spread.
 #
 # The default topology groups the servers in cells of 10 (paths stay in a cell);
 # --topology flat spreads paths over one order of all servers, where everything
@@ -25,7 +22,6 @@ bin="${CARGO_TARGET_DIR:-target}/release/examples/admission_bench"
 if [ $# -eq 0 ]; then
     for _ in 1 2; do
         "$bin"
-        "$bin" --threads 1
         "$bin" --grid-ps 1
     done
 else

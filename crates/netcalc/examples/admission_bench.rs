@@ -17,11 +17,7 @@
 //! small.
 //!
 //! Usage: admission_bench [--flows N] [--servers N] [--seed S] [--topology pods|flat]
-//!        [--grid-ps N] [--threads N]
-//!
-//! `--threads N` caps the threads that compute the end-to-end bounds of the flows one
-//! admission touches ([`Admission::set_threads`]; default: the CPUs available, at
-//! most four).
+//!        [--grid-ps N]
 
 use std::time::{Duration, Instant};
 
@@ -47,15 +43,15 @@ fn bytes(n: i64) -> Q {
     Q::int(8 * n)
 }
 
-/// CPU time of this process (every thread of it): unlike the wall clock it does not
-/// count the time other processes on this shared machine hold the cores.
-fn process_cpu() -> Duration {
+/// CPU time of the calling thread: unlike the wall clock it does not count the time
+/// other processes on this shared machine hold the core.
+fn thread_cpu() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime only writes the timespec we pass.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return Duration::ZERO;
     }
@@ -78,8 +74,6 @@ fn main() {
     let topology: String = arg(&args, "--topology", "pods".to_string());
     // Round propagated FIFO delays up to this many picoseconds (0: exact).
     let grid_ps: i64 = arg(&args, "--grid-ps", 0);
-    // Threads for the end-to-end bounds of one admission (0: the library's default).
-    let threads: usize = arg(&args, "--threads", 0);
     let pod = 10usize;
     let mut rng = StdRng::seed_from_u64(seed);
 
@@ -148,9 +142,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if threads > 0 {
-        adm.set_threads(threads);
-    }
     if grid_ps > 0 {
         adm.set_propagation_grid(Q::ratio(grid_ps as i128, 1_000_000_000_000));
     }
@@ -160,10 +151,10 @@ fn main() {
     let (mut rejected, mut servers_touched, mut flows_touched) = (0usize, 0usize, 0usize);
     let started = Instant::now();
     for f in flows {
-        let (c0, t0) = (process_cpu(), Instant::now());
+        let (c0, t0) = (thread_cpu(), Instant::now());
         let r = adm.admit(f);
         let dt = t0.elapsed();
-        cpu_times.push(process_cpu().saturating_sub(c0));
+        cpu_times.push(thread_cpu().saturating_sub(c0));
         times.push(dt);
         match r {
             Ok(ok) => {
@@ -180,18 +171,15 @@ fn main() {
     let admitted = n_flows - rejected;
     times.sort_unstable();
     cpu_times.sort_unstable();
-    let (c_full, t_full) = (process_cpu(), Instant::now());
+    let (c_full, t_full) = (thread_cpu(), Instant::now());
     let full = adm.full_reanalysis();
     let full_time = t_full.elapsed();
-    let full_cpu = process_cpu().saturating_sub(c_full);
+    let full_cpu = thread_cpu().saturating_sub(c_full);
     let t_new = Instant::now();
     let grid = (grid_ps > 0)
         .then(|| Q::ratio(grid_ps as i128, 1_000_000_000_000))
         .flatten();
-    let fresh = Admission::with_grid(&adm.network(), grid).map(|mut a| {
-        a.set_threads(adm.threads());
-        a.snapshot()
-    });
+    let fresh = Admission::with_grid(&adm.network(), grid).map(|a| a.snapshot());
     let new_time = t_new.elapsed();
     let same = fresh.as_ref().is_ok_and(|f| *f == full) && adm.snapshot() == full;
     let worst = full
@@ -210,10 +198,7 @@ fn main() {
     } else {
         "exact".to_string()
     };
-    println!(
-        "admission benchmark: {n_servers} servers, {n_flows} flows, topology {topology}, seed {seed}, {arithmetic}, up to {} threads per admission",
-        adm.threads()
-    );
+    println!("admission benchmark: {n_servers} servers, {n_flows} flows, topology {topology}, seed {seed}, {arithmetic}");
     println!(
         "  admitted {admitted}, rejected {rejected}; per admission recomputed on average {:.1} servers and {:.1} flows",
         servers_touched as f64 / admitted.max(1) as f64,
@@ -229,7 +214,7 @@ fn main() {
         total.as_secs_f64()
     );
     println!(
-        "  per admission, CPU time (all threads): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        "  per admission, thread CPU time: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
         pct(&cpu_times, 0.5).as_secs_f64() * 1e3,
         pct(&cpu_times, 0.99).as_secs_f64() * 1e3,
         cpu_times.last().copied().unwrap_or_default().as_secs_f64() * 1e3,

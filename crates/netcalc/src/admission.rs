@@ -236,16 +236,7 @@ pub struct Admission {
     spare: Spare,
     /// Every server is FIFO: the closed forms apply (see [`ServerState::upstream`]).
     closed: bool,
-    /// See [`Admission::set_threads`].
-    threads: usize,
 }
-
-/// The fewest flows worth a thread of their own in [`Admission::end_bounds`]:
-/// below this, starting the thread costs more than it saves.
-const FLOWS_PER_THREAD: usize = 32;
-
-/// The most threads [`Admission::new`] uses by default.
-const DEFAULT_MAX_THREADS: usize = 4;
 
 /// Empty pass buffers kept between admissions: an admission's undo log is tens of
 /// kilobytes, and handing a block that large back to the allocator every time made
@@ -412,9 +403,6 @@ impl Pass {
     }
 }
 
-/// A flow's TFA and SFA bounds, `None` for an empty slot.
-type EndBounds = Option<(Q, Q)>;
-
 /// An internal failure of the analysis (an unbounded bound where validation should
 /// have prevented it): reported as instability of a server.
 struct Unbounded(usize);
@@ -448,9 +436,6 @@ impl Admission {
                 .servers
                 .iter()
                 .all(|s| s.multiplexing == Multiplexing::Fifo),
-            threads: std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(DEFAULT_MAX_THREADS),
         };
         for (i, f) in net.flows.iter().enumerate() {
             let field = |k: &str| Field::new("flow", Some(i), Some(&f.name)).key(k);
@@ -734,8 +719,12 @@ impl Admission {
             }
         }
         pass.sums.clear();
-        let bounds = self.end_bounds(&pass.touched, &mut pass.sums)?;
-        for (&slot, bounds) in pass.touched.iter().zip(bounds) {
+        for i in 0..pass.touched.len() {
+            let slot = pass.touched[i];
+            let bounds = match self.closed {
+                true => self.closed_bounds(slot, &mut pass.sums)?,
+                false => self.bounds_from_hops(slot)?,
+            };
             let Some((tfa, sfa)) = bounds else { continue };
             let Some(f) = self.flows.get_mut(slot).and_then(|f| f.as_mut()) else {
                 continue;
@@ -745,58 +734,6 @@ impl Admission {
             pass.ends.push((slot, old_tfa, old_sfa));
         }
         Ok(())
-    }
-
-    /// The end-to-end bounds of the flows in `slots`, in their order, from the
-    /// servers' new state. Each flow's are a function of that state alone, so where
-    /// there are many they are computed in up to [`Admission::set_threads`] threads,
-    /// each on a consecutive part of `slots` (flows touched together share path
-    /// tails) with path sums of its own: the same values, and the same first error,
-    /// as one thread.
-    fn end_bounds(
-        &self,
-        slots: &[usize],
-        sums: &mut PathSums,
-    ) -> Result<Vec<EndBounds>, Unbounded> {
-        let parts = self.threads.min(slots.len() / FLOWS_PER_THREAD).max(1);
-        if parts == 1 {
-            return slots
-                .iter()
-                .map(|&s| self.flow_end_bounds(s, sums))
-                .collect();
-        }
-        let mut chunks = slots.chunks(slots.len().div_ceil(parts));
-        let first = chunks.next().unwrap_or_default();
-        std::thread::scope(|scope| {
-            let others: Vec<_> = chunks
-                .map(|part| {
-                    scope.spawn(move || {
-                        let mut own = PathSums::default();
-                        part.iter()
-                            .map(|&s| self.flow_end_bounds(s, &mut own))
-                            .collect::<Result<Vec<_>, _>>()
-                    })
-                })
-                .collect();
-            let mut out: Vec<EndBounds> = first
-                .iter()
-                .map(|&s| self.flow_end_bounds(s, sums))
-                .collect::<Result<_, _>>()?;
-            for h in others {
-                // A panic in a worker is a bug: it goes on in this thread.
-                let part = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
-                out.extend(part);
-            }
-            Ok(out)
-        })
-    }
-
-    /// One flow's end-to-end bounds (`None` for an empty slot).
-    fn flow_end_bounds(&self, slot: usize, sums: &mut PathSums) -> Result<EndBounds, Unbounded> {
-        match self.closed {
-            true => self.closed_bounds(slot, sums),
-            false => self.bounds_from_hops(slot),
-        }
     }
 
     /// A flow's TFA and SFA bounds from its hop delays and residual services.
@@ -1272,19 +1209,6 @@ impl Admission {
     pub fn set_propagation_grid(&mut self, grid: Option<Q>) {
         self.grid = grid.filter(Q::is_positive);
         self.reanalyse_all();
-    }
-
-    /// How many threads may compute the end-to-end bounds of the flows an admission
-    /// or removal touches (at least one; by default the CPUs available, at most
-    /// four). A thread takes part only when there are at least 32 flows per
-    /// thread: the bounds are the same with any number.
-    pub fn set_threads(&mut self, threads: usize) {
-        self.threads = threads.max(1);
-    }
-
-    /// See [`Admission::set_threads`].
-    pub fn threads(&self) -> usize {
-        self.threads
     }
 
     /// The bounds of one flow.
