@@ -48,6 +48,7 @@
 //! missing interface or clock, an unsynchronised clock with `--require-sync`).
 
 pub use lockstep_plan::nodefile as config;
+mod hostio;
 mod receiver;
 mod router;
 mod sender;
@@ -71,7 +72,7 @@ use crate::cli::parse_duration_positive;
 use crate::report::human::{dist_table, kv};
 use crate::report::{write_atomic, Tool, SCHEMA_VERSION};
 use crate::{EnvError, UsageError};
-use config::NodeFile;
+use config::{NodeFile, NodeIo};
 
 #[derive(Args, Debug)]
 pub struct NodeArgs {
@@ -120,23 +121,57 @@ pub struct NodeArgs {
     /// This node's name at the controller (default: the node file's name).
     #[arg(long, value_name = "NAME", requires = "controller")]
     pub name: Option<String>,
-    /// Routers: how each port moves frames between the kernel and the router —
+    /// How the node moves its packets (over the file's `live.io`). Every role:
     /// `packet` (recvmmsg/sendmmsg on a raw socket), `ring` (a receive ring of blocks
     /// shared with the kernel, TPACKET_V3), `ring-v2` (a receive ring of frame slots,
     /// TPACKET_V2), `xdp` (an AF_XDP socket fed by an XDP program on the interface,
-    /// before the kernel's stack; copy mode on veth; the fastest). Default: `packet`,
-    /// since the interface may carry the host's own traffic too, which an XDP program
-    /// would take from the kernel's stack (`lockstep lab run` gives its routers `xdp`);
-    /// the mode used is in the result (`io`). A mode the kernel lacks is an error
-    /// (exit 3), except `xdp`, which falls back to `packet` with a note.
-    #[arg(long, value_name = "MODE", value_parser = parse_io)]
-    pub io: Option<lockstep_linux::port::IoMode>,
+    /// before the kernel's stack; copy mode on veth; the fastest). Senders and
+    /// receivers also `udp`, the kernel's UDP stack and their default (what the OS
+    /// adds to a packet includes it); in a frame mode a sender writes whole frames to
+    /// the next hop of its route and a receiver takes the frames to its address from
+    /// the interface that has it. Routers default to `packet`, since the interface
+    /// may carry the host's own traffic too, which an XDP program would take from the
+    /// kernel's stack (`lockstep lab run` gives its routers `xdp`); `udp` is refused
+    /// for them. The mode used is in the result (`io`). A mode the kernel lacks is
+    /// an error (exit 3), except `xdp`, which falls back to `packet` with a note.
+    #[arg(long, value_name = "MODE", value_parser = parse_node_io)]
+    pub io: Option<NodeIo>,
 }
 
-/// Without `--io` a router uses the packet socket: on a host of its own the
-/// interface may carry the host's traffic too (the lab asks for `xdp` on its veths).
-fn io_choice(args: &NodeArgs) -> lockstep_linux::port::IoChoice {
-    lockstep_linux::port::IoChoice::Force(args.io.unwrap_or(lockstep_linux::port::IoMode::Packet))
+/// The frame port mode of `file.live.io` ([`apply_io`] set it): without one a router
+/// uses the packet socket, since on a host of its own the interface may carry the
+/// host's traffic too (the lab asks for `xdp` on its veths).
+fn io_choice(file: &NodeFile) -> lockstep_linux::port::IoChoice {
+    let mode = file.live.io.and_then(frame_mode);
+    lockstep_linux::port::IoChoice::Force(mode.unwrap_or(lockstep_linux::port::IoMode::Packet))
+}
+
+/// The frame port mode of a node's I/O; `None` for the kernel's UDP stack.
+pub(crate) fn frame_mode(io: NodeIo) -> Option<lockstep_linux::port::IoMode> {
+    lockstep_linux::port::IoMode::parse(io.name())
+}
+
+/// `--io` over `live.io` over the role's default, written into `live.io` (the result
+/// document's config shows what was used); a mode the role cannot use is refused.
+fn apply_io(args: &NodeArgs, file: &mut NodeFile) -> Result<(), UsageError> {
+    let role = file.node.role;
+    if let Some(io) = args.io {
+        io.check_role(role)
+            .map_err(|m| UsageError(format!("--io {io}: {m}")))?;
+        file.live.io = Some(io);
+    }
+    file.live.io.get_or_insert(NodeIo::default_for(role));
+    Ok(())
+}
+
+/// `--io`: one of the node I/O modes.
+pub(crate) fn parse_node_io(s: &str) -> Result<NodeIo, String> {
+    NodeIo::parse(s).ok_or_else(|| {
+        format!(
+            "unknown I/O mode \"{s}\": one of {}",
+            NodeIo::NAMES.join(", ")
+        )
+    })
 }
 
 /// `--io`: one of the I/O modes.
@@ -357,6 +392,8 @@ pub fn run(args: NodeArgs) -> Result<()> {
         ),
         Some(url) => from_controller(path, url, args.name.as_deref())?,
     };
+    let mut file = file;
+    apply_io(&args, &mut file)?;
     let started_at = crate::report::rfc3339_now();
     let clock = file.live.clock;
     lockstep_linux::clock::check(clock).map_err(|e| EnvError(e.to_string()))?;
@@ -368,6 +405,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
             .with_context(|| format!("--output: cannot create directory {}", dir.display()))
             .map_err(|e| EnvError(format!("{e:#}")))?;
     }
+    let io = io_choice(&file);
     let mut ctx = Ctx {
         clock,
         output: args.output.clone(),
@@ -378,8 +416,8 @@ pub fn run(args: NodeArgs) -> Result<()> {
         warnings,
         realtime: Value::Null,
         file,
+        io,
         controller,
-        io: io_choice(&args),
     };
     let waiter = ctx.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
@@ -451,7 +489,8 @@ fn run_group(args: &NodeArgs) -> Result<()> {
     }
     let mut files: Vec<NodeFile> = Vec::with_capacity(args.config.len());
     for path in &args.config {
-        let file = config::load(path).map_err(|e| UsageError(e.to_string()))?;
+        let mut file = config::load(path).map_err(|e| UsageError(e.to_string()))?;
+        apply_io(args, &mut file)?;
         if !matches!(file.node.role, Role::Edge | Role::Core) {
             return Err(UsageError(format!(
                 "{}: node.role: several --config run routers (edge, core) in one process; this node is a {}",
@@ -501,6 +540,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
     let mut ctxs: Vec<Ctx> = files
         .into_iter()
         .map(|file| Ctx {
+            io: io_choice(&file),
             clock,
             output: args.output.clone(),
             quiet: crate::say::quiet(),
@@ -511,7 +551,6 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             realtime: Value::Null,
             file,
             controller: None,
-            io: io_choice(args),
         })
         .collect();
     let waiter = ctxs[0].waiter();

@@ -1,0 +1,312 @@
+//! A sender's and a receiver's packets as whole frames through a frame port
+//! ([`lockstep_linux::port::FramePort`], `live.io` = `packet`, `ring`, `ring-v2`,
+//! `xdp`), in place of the kernel's UDP stack.
+//!
+//! Sending ([`SendPort`]): the flows leaving by one interface share one port (an
+//! interface takes one XDP program). A flow's datagram is written as an
+//! Ethernet/IPv4/UDP frame ([`UdpFrameHeader`]) to the next hop of the kernel's
+//! route (its MAC from the neighbour table, [`lockstep_linux::route`]) into the
+//! port's batch, which leaves when it is full and at the end of each frame's packets
+//! ([`SendPort::flush`]): a frame's `t_send` is when it was written, up to a batch
+//! earlier than it leaves. Frames the device queue does not take are counted per
+//! flow (`send_errors.enobufs`); they are not sent again. TX timestamps, when on,
+//! are asked for every frame (as the UDP path stamps every datagram); the port
+//! numbers them across its flows, and [`SendPort`] hands each to its flow by the
+//! flow's sequence number.
+//!
+//! Receiving ([`RecvPort`]): a port on the interface that has the receiver's address
+//! takes every frame; those that are UDP to the receiver's address and port with
+//! good checksums go to the receiver with the kernel's RX time (where a frame has
+//! none, the clock read when it was taken, counted), the rest are counted by why
+//! they were dropped.
+
+use std::net::SocketAddrV4;
+use std::sync::{Arc, Mutex, Weak};
+
+use lockstep_core::wire::udpframe::{
+    self, FrameDrop, FrameDrops, L4Checksum, UdpFrameHeader, OVERHEAD,
+};
+use lockstep_core::Instant;
+use lockstep_linux::packet::{FrameMeta, BATCH_MAX};
+use lockstep_linux::port::{self, FramePort, IoChoice, IoMode, PortError, PortSetup};
+use lockstep_linux::udp::NetError;
+
+/// Most stamped frames remembered per port while their TX timestamps are awaited.
+const STAMPED_MAX: usize = 1 << 16;
+
+/// A port the flows leaving by one interface share.
+pub(crate) type Shared = Arc<Mutex<SendPort>>;
+
+/// The ports open in this process, by namespace and interface, so that flows share
+/// them ([`send_port`]); a port closes when its last flow is dropped.
+static OPEN: Mutex<Vec<OpenPort>> = Mutex::new(Vec::new());
+
+/// An open port: its namespace's id, its interface, the port while a flow holds it.
+type OpenPort = (u64, String, Weak<Mutex<SendPort>>);
+
+/// A flow's place in a shared port.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot(usize);
+
+/// One interface's send port, its batch and its TX timestamps by flow.
+pub(crate) struct SendPort {
+    port: Box<dyn FramePort>,
+    /// The batch: frame `i` at `i * slot_len`, `lens[i]` bytes, of flow `owners[i]`.
+    buf: Vec<u8>,
+    slot_len: usize,
+    lens: Vec<usize>,
+    owners: Vec<(usize, u64)>,
+    stamp: bool,
+    /// Stamped frames not yet timestamped: (flow slot, seq), the first with id `first_id`.
+    stamped: std::collections::VecDeque<(usize, u64)>,
+    first_id: u32,
+    /// Per flow: timestamps taken for it (seq, software time), frames refused.
+    inbox: Vec<Vec<(u64, Option<Instant>)>>,
+    refused: Vec<u64>,
+}
+
+/// The shared port of `ifname` in this namespace, opened in `mode` when none is.
+/// Returns the port and what is worth saying about how it was opened.
+pub(crate) fn send_port(
+    ifname: &str,
+    mode: IoMode,
+    setup: &PortSetup,
+    max_frame: usize,
+) -> Result<(Shared, Vec<String>), PortError> {
+    let ns = lockstep_linux::netns::current_id().unwrap_or(0);
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|(_, _, w)| w.strong_count() > 0);
+    if let Some(p) = open
+        .iter()
+        .find(|(n, i, _)| *n == ns && i == ifname)
+        .and_then(|(_, _, w)| w.upgrade())
+    {
+        let mut sp = p.lock().unwrap_or_else(|e| e.into_inner());
+        sp.fit(max_frame);
+        drop(sp);
+        return Ok((p, Vec::new()));
+    }
+    let opened = port::open(ifname, IoChoice::Force(mode), setup)?;
+    let sp = Arc::new(Mutex::new(SendPort {
+        port: opened.port,
+        buf: vec![0u8; max_frame * BATCH_MAX],
+        slot_len: max_frame,
+        lens: Vec::with_capacity(BATCH_MAX),
+        owners: Vec::with_capacity(BATCH_MAX),
+        stamp: setup.tx_timestamps,
+        stamped: std::collections::VecDeque::new(),
+        first_id: 0,
+        inbox: Vec::new(),
+        refused: Vec::new(),
+    }));
+    open.push((ns, ifname.to_string(), Arc::downgrade(&sp)));
+    Ok((sp, opened.notes))
+}
+
+impl SendPort {
+    /// Makes room for frames of `max_frame` bytes (before any is queued).
+    fn fit(&mut self, max_frame: usize) {
+        if max_frame > self.slot_len && self.lens.is_empty() {
+            self.slot_len = max_frame;
+            self.buf = vec![0u8; max_frame * BATCH_MAX];
+        }
+    }
+
+    /// How the port moves frames.
+    pub fn mode(&self) -> IoMode {
+        self.port.mode()
+    }
+
+    /// A place for one more flow.
+    pub fn add_flow(&mut self) -> Slot {
+        self.inbox.push(Vec::with_capacity(64));
+        self.refused.push(0);
+        Slot(self.inbox.len() - 1)
+    }
+
+    /// Writes the frame of `payload` into the batch (sending the batch first when it
+    /// is full); `false` when it cannot be written (too long for the port's slots).
+    pub fn queue(
+        &mut self,
+        slot: Slot,
+        seq: u64,
+        header: &UdpFrameHeader,
+        dscp: u8,
+        payload: &[u8],
+    ) -> Result<bool, NetError> {
+        if self.lens.len() == BATCH_MAX {
+            self.flush()?;
+        }
+        let at = self.lens.len() * self.slot_len;
+        let Some(room) = self.buf.get_mut(at..at + self.slot_len) else {
+            return Ok(false);
+        };
+        match header.emit(dscp, payload, room) {
+            Ok(n) => {
+                self.lens.push(n);
+                self.owners.push((slot.0, seq));
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// Sends the batch. Frames the device does not take are counted against their
+    /// flows ([`SendPort::take_refused`]); an error only when the port fails.
+    pub fn flush(&mut self) -> Result<(), NetError> {
+        let n = self.lens.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut frames: [&[u8]; BATCH_MAX] = [&[]; BATCH_MAX];
+        for (i, (f, &len)) in frames.iter_mut().zip(&self.lens).enumerate() {
+            let at = i * self.slot_len;
+            *f = self.buf.get(at..at + len).unwrap_or_default();
+        }
+        let stamp = [self.stamp; BATCH_MAX];
+        let mut sent = 0;
+        // A full queue gets two more tries, then the rest is given up.
+        for _ in 0..3 {
+            match self.port.send(&frames[sent..n], &stamp[sent..n]) {
+                Ok(k) => sent += k,
+                Err(e) if e.transient().is_some() => {}
+                Err(e) => {
+                    self.clear(sent);
+                    return Err(e);
+                }
+            }
+            if sent == n {
+                break;
+            }
+        }
+        self.clear(sent);
+        Ok(())
+    }
+
+    /// Empties the batch, of which the first `sent` frames left.
+    fn clear(&mut self, sent: usize) {
+        for (i, &(slot, seq)) in self.owners.iter().enumerate() {
+            if i >= sent {
+                if let Some(r) = self.refused.get_mut(slot) {
+                    *r += 1;
+                }
+            } else if self.stamp {
+                if self.stamped.len() == STAMPED_MAX {
+                    self.stamped.pop_front();
+                    self.first_id = self.first_id.wrapping_add(1);
+                }
+                self.stamped.push_back((slot, seq));
+            }
+        }
+        self.lens.clear();
+        self.owners.clear();
+    }
+
+    /// Frames of flow `slot` the device did not take since the last call.
+    pub fn take_refused(&mut self, slot: Slot) -> u64 {
+        self.refused
+            .get_mut(slot.0)
+            .map(std::mem::take)
+            .unwrap_or(0)
+    }
+
+    /// Takes the port's queued TX timestamps and hands flow `slot`'s to `each` (its
+    /// sequence number, the software time); others wait for their flows. Returns how
+    /// many were handed out.
+    pub fn timestamps(
+        &mut self,
+        slot: Slot,
+        each: &mut dyn FnMut(u64, Option<Instant>),
+    ) -> Result<u64, NetError> {
+        let SendPort {
+            port,
+            stamped,
+            first_id,
+            inbox,
+            ..
+        } = self;
+        // bounded: at most every stamped frame, a batch at a time
+        for _ in 0..=STAMPED_MAX / BATCH_MAX {
+            let taken = port.tx_timestamps(&mut |ts| {
+                let ahead = ts.id.wrapping_sub(*first_id) as usize;
+                if ahead >= stamped.len() {
+                    return;
+                }
+                // the frames before it got none; they stay unmatched
+                stamped.drain(..ahead);
+                *first_id = ts.id.wrapping_add(1);
+                if let Some((s, seq)) = stamped.pop_front() {
+                    if let Some(b) = inbox.get_mut(s) {
+                        b.push((seq, ts.software));
+                    }
+                }
+            })?;
+            if taken < BATCH_MAX {
+                break;
+            }
+        }
+        let mine = inbox
+            .get_mut(slot.0)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let n = mine.len() as u64;
+        for (seq, sw) in &mine {
+            each(*seq, *sw);
+        }
+        // give the buffer back, emptied, so the next call does not allocate
+        if let Some(b) = inbox.get_mut(slot.0) {
+            if b.is_empty() {
+                let mut mine = mine;
+                mine.clear();
+                *b = mine;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// The largest frame a flow of `payload` bytes writes.
+pub(crate) fn frame_len(payload: usize) -> usize {
+    OVERHEAD + payload
+}
+
+/// A receiver's frame port and what it dropped.
+pub(crate) struct RecvPort {
+    pub port: Box<dyn FramePort>,
+    pub to: SocketAddrV4,
+    pub drops: FrameDrops,
+    /// Frames handed on without a kernel RX time (the clock read when taken instead).
+    pub clock_rx: u64,
+}
+
+impl RecvPort {
+    /// Takes up to `max` frames: each one for the receiver goes to `each` with its
+    /// payload and kernel RX time (`None`: the port gave none); the rest are counted.
+    pub fn recv(
+        &mut self,
+        max: usize,
+        each: &mut dyn FnMut(&[u8], Option<Instant>),
+    ) -> Result<usize, NetError> {
+        let RecvPort {
+            port, to, drops, ..
+        } = self;
+        port.recv(max, &mut |frame, meta: FrameMeta| match udpframe::accept(
+            frame,
+            *to,
+            l4_checksum(&meta),
+        ) {
+            Ok(payload) if !meta.truncated => each(payload, meta.kernel_rx),
+            Ok(_) => drops.count(FrameDrop::Malformed),
+            Err(why) => drops.count(why),
+        })
+    }
+}
+
+/// What the kernel said of a frame's L4 checksum.
+fn l4_checksum(meta: &FrameMeta) -> L4Checksum {
+    if meta.csum_valid || meta.csum_not_ready {
+        L4Checksum::Trusted
+    } else {
+        L4Checksum::Verify
+    }
+}
