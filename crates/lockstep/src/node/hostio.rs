@@ -310,3 +310,246 @@ fn l4_checksum(meta: &FrameMeta) -> L4Checksum {
         L4Checksum::Verify
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_core::wire::EthernetAddress;
+    use lockstep_core::ClockId;
+    use lockstep_linux::packet::PacketStats;
+    use lockstep_linux::udp::TxTimestamp;
+    use std::net::Ipv4Addr;
+    use std::os::fd::{AsFd, BorrowedFd};
+
+    /// A port that hands out the frames it was given and takes `accept` frames per
+    /// send; TX timestamps for ids `stamps`.
+    struct FakePort {
+        fd: std::io::Stdin,
+        rx: Vec<(Vec<u8>, FrameMeta)>,
+        sent: Vec<Vec<u8>>,
+        accept: Vec<usize>,
+        stamps: Vec<u32>,
+    }
+
+    impl Default for FakePort {
+        fn default() -> FakePort {
+            FakePort {
+                fd: std::io::stdin(),
+                rx: Vec::new(),
+                sent: Vec::new(),
+                accept: Vec::new(),
+                stamps: Vec::new(),
+            }
+        }
+    }
+
+    impl AsFd for FakePort {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            // any descriptor: nothing waits on it
+            self.fd.as_fd()
+        }
+    }
+
+    impl FramePort for FakePort {
+        fn mode(&self) -> IoMode {
+            IoMode::Packet
+        }
+        fn ifindex(&self) -> u32 {
+            1
+        }
+        fn recv(
+            &mut self,
+            max: usize,
+            each: &mut dyn FnMut(&[u8], FrameMeta),
+        ) -> Result<usize, NetError> {
+            let n = max.min(self.rx.len());
+            for (f, m) in self.rx.drain(..n) {
+                each(&f, m);
+            }
+            Ok(n)
+        }
+        fn send(&mut self, frames: &[&[u8]], _stamp: &[bool]) -> Result<usize, NetError> {
+            let n = if self.accept.is_empty() {
+                frames.len()
+            } else {
+                self.accept.remove(0).min(frames.len())
+            };
+            self.sent.extend(frames[..n].iter().map(|f| f.to_vec()));
+            Ok(n)
+        }
+        fn tx_timestamps(&mut self, each: &mut dyn FnMut(TxTimestamp)) -> Result<usize, NetError> {
+            let n = self.stamps.len();
+            for id in self.stamps.drain(..) {
+                each(TxTimestamp {
+                    id,
+                    software: Some(Instant::new(ClockId::Realtime, 1000 + i64::from(id))),
+                    hardware: None,
+                });
+            }
+            Ok(n)
+        }
+        fn take_stats(&mut self) -> Result<PacketStats, NetError> {
+            Ok(PacketStats::default())
+        }
+        fn take_error(&mut self) -> Result<Option<NetError>, NetError> {
+            Ok(None)
+        }
+    }
+
+    const TO: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 2), 7000);
+
+    fn header(src_port: u16) -> UdpFrameHeader {
+        UdpFrameHeader {
+            src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            src: SocketAddrV4::new(Ipv4Addr::new(10, 0, 1, 2), src_port),
+            dst: TO,
+        }
+    }
+
+    fn frame(h: &UdpFrameHeader, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; frame_len(payload.len())];
+        h.emit(0, payload, &mut f).unwrap();
+        f
+    }
+
+    fn meta(len: usize) -> FrameMeta {
+        FrameMeta {
+            len,
+            kernel_rx: Some(Instant::new(ClockId::Realtime, 5)),
+            csum_not_ready: false,
+            csum_valid: false,
+            truncated: false,
+            vlan: None,
+            kind: lockstep_linux::packet::FrameKind::Host,
+        }
+    }
+
+    #[test]
+    fn a_receiver_port_hands_on_its_datagrams_and_counts_the_rest() {
+        let good = frame(&header(6001), b"probe");
+        let mut other_ip = header(6001);
+        other_ip.dst = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 3), 7000);
+        let mut other_port = header(6001);
+        other_port.dst = SocketAddrV4::new(*TO.ip(), 7001);
+        let mut bad_sum = good.clone();
+        bad_sum[44] ^= 0x40;
+        let mut tcp = good.clone();
+        tcp[23] = 6;
+        let mut cut = meta(good.len());
+        cut.truncated = true;
+        let frames = [
+            (good.clone(), meta(good.len())),
+            (frame(&other_ip, b"x"), meta(43)),
+            (frame(&other_port, b"x"), meta(43)),
+            (bad_sum.clone(), meta(bad_sum.len())),
+            (tcp, meta(good.len())),
+            (good[..30].to_vec(), meta(30)),
+            (good.clone(), cut),
+            (
+                good.clone(),
+                FrameMeta {
+                    kernel_rx: None,
+                    ..meta(good.len())
+                },
+            ),
+        ];
+        let mut rp = RecvPort {
+            port: Box::new(FakePort {
+                rx: frames.to_vec(),
+                ..FakePort::default()
+            }),
+            to: TO,
+            drops: FrameDrops::default(),
+            clock_rx: 0,
+        };
+        let mut got = Vec::new();
+        let n = rp
+            .recv(64, &mut |p, t| got.push((p.to_vec(), t.map(|t| t.ns))))
+            .unwrap();
+        assert_eq!(n, frames.len());
+        assert_eq!(
+            got,
+            [(b"probe".to_vec(), Some(5)), (b"probe".to_vec(), None)]
+        );
+        let d = rp.drops;
+        assert_eq!((d.other_address, d.other_port, d.bad_checksum), (1, 1, 2));
+        assert_eq!((d.malformed, d.other_protocol), (2, 0));
+        // a checksum the kernel verified is not summed again
+        rp.port = Box::new(FakePort {
+            rx: vec![(
+                bad_sum,
+                FrameMeta {
+                    csum_valid: true,
+                    ..meta(good.len())
+                },
+            )],
+            ..FakePort::default()
+        });
+        got.clear();
+        rp.recv(64, &mut |p, _| got.push((p.to_vec(), None)))
+            .unwrap();
+        assert_eq!(got.len(), 1);
+    }
+
+    fn send_port(fake: FakePort) -> SendPort {
+        SendPort {
+            port: Box::new(fake),
+            buf: vec![0u8; 256 * BATCH_MAX],
+            slot_len: 256,
+            lens: Vec::new(),
+            owners: Vec::new(),
+            stamp: true,
+            stamped: Default::default(),
+            first_id: 0,
+            inbox: Vec::new(),
+            refused: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_send_port_batches_counts_refusals_and_hands_each_flow_its_timestamps() {
+        let mut sp = send_port(FakePort {
+            accept: vec![2, 0, 0],
+            stamps: vec![0, 1],
+            ..FakePort::default()
+        });
+        let (a, b) = (sp.add_flow(), sp.add_flow());
+        let (ha, hb) = (header(6001), header(6002));
+        assert!(sp.queue(a, 0, &ha, 0x0c, b"a0").unwrap());
+        assert!(sp.queue(b, 0, &hb, 0x0c, b"b0").unwrap());
+        assert!(sp.queue(a, 1, &ha, 0x1c, b"a1").unwrap());
+        // too long for the port's slots: not written
+        assert!(!sp.queue(a, 2, &ha, 0, &[0u8; 300]).unwrap());
+        sp.flush().unwrap();
+        // two left, the third was refused three times and given up
+        assert_eq!((sp.take_refused(a), sp.take_refused(b)), (1, 0));
+        assert_eq!(sp.take_refused(a), 0);
+        let mut sa = Vec::new();
+        assert_eq!(
+            sp.timestamps(a, &mut |seq, t| sa.push((seq, t.map(|t| t.ns))))
+                .unwrap(),
+            1
+        );
+        assert_eq!(sa, [(0, Some(1000))]);
+        let mut sb = Vec::new();
+        sp.timestamps(b, &mut |seq, t| sb.push((seq, t.map(|t| t.ns))))
+            .unwrap();
+        assert_eq!(sb, [(0, Some(1001))]);
+    }
+
+    #[test]
+    fn a_full_batch_leaves_before_the_next_frame_is_written() {
+        let mut sp = send_port(FakePort::default());
+        sp.stamp = false;
+        let s = sp.add_flow();
+        let h = header(6001);
+        for seq in 0..=BATCH_MAX as u64 {
+            assert!(sp.queue(s, seq, &h, 0, &seq.to_be_bytes()).unwrap());
+        }
+        assert_eq!(sp.lens.len(), 1);
+        sp.flush().unwrap();
+        assert!(sp.lens.is_empty());
+        assert!(sp.stamped.is_empty());
+    }
+}
