@@ -151,8 +151,10 @@ impl SendPort {
         }
     }
 
-    /// Sends the batch. Frames the device does not take are counted against their
-    /// flows ([`SendPort::take_refused`]); an error only when the port fails.
+    /// Sends the batch. A frame the device refuses is counted against its flow
+    /// ([`SendPort::take_refused`]) and not sent again, as a router's port does: it
+    /// used up its TX timestamp id, and the frames after it are still sent. An
+    /// error only when the port fails (the frames not sent are counted too).
     pub fn flush(&mut self) -> Result<(), NetError> {
         let n = self.lens.len();
         if n == 0 {
@@ -164,38 +166,48 @@ impl SendPort {
             *f = self.buf.get(at..at + len).unwrap_or_default();
         }
         let stamp = [self.stamp; BATCH_MAX];
-        let mut sent = 0;
-        // A full queue gets two more tries, then the rest is given up.
-        for _ in 0..3 {
-            match self.port.send(&frames[sent..n], &stamp[sent..n]) {
-                Ok(k) => sent += k,
-                Err(e) if e.transient().is_some() => {}
-                Err(e) => {
-                    self.clear(sent);
-                    return Err(e);
+        let mut fate = [Fate::Refused { id_used: false }; BATCH_MAX];
+        let mut result = Ok(());
+        let mut off = 0;
+        while off < n {
+            match self.port.send(&frames[off..n], &stamp[off..n]) {
+                Ok(k) => {
+                    fate[off..off + k].fill(Fate::Left);
+                    off += k;
+                    if off < n {
+                        fate[off] = Fate::Refused { id_used: true };
+                        off += 1;
+                    }
                 }
-            }
-            if sent == n {
-                break;
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
             }
         }
-        self.clear(sent);
-        Ok(())
+        self.settle(&fate[..n]);
+        result
     }
 
-    /// Empties the batch, of which the first `sent` frames left.
-    fn clear(&mut self, sent: usize) {
-        for (i, &(slot, seq)) in self.owners.iter().enumerate() {
-            if i >= sent {
-                if let Some(r) = self.refused.get_mut(slot) {
-                    *r += 1;
+    /// Empties the batch: what left waits for its TX timestamp, what was refused is
+    /// counted (a refused frame that used up an id keeps its place, for no flow).
+    fn settle(&mut self, fate: &[Fate]) {
+        for (&(slot, seq), f) in self.owners.iter().zip(fate) {
+            let waits = match *f {
+                Fate::Left => Some((slot, seq)),
+                Fate::Refused { id_used } => {
+                    if let Some(r) = self.refused.get_mut(slot) {
+                        *r += 1;
+                    }
+                    id_used.then_some((usize::MAX, 0))
                 }
-            } else if self.stamp {
+            };
+            if let (true, Some(w)) = (self.stamp, waits) {
                 if self.stamped.len() == STAMPED_MAX {
                     self.stamped.pop_front();
                     self.first_id = self.first_id.wrapping_add(1);
                 }
-                self.stamped.push_back((slot, seq));
+                self.stamped.push_back(w);
             }
         }
         self.lens.clear();
@@ -263,6 +275,13 @@ impl SendPort {
         }
         Ok(n)
     }
+}
+
+/// What became of a frame of the batch.
+#[derive(Clone, Copy)]
+enum Fate {
+    Left,
+    Refused { id_used: bool },
 }
 
 /// The largest frame a flow of `payload` bytes writes.
@@ -522,7 +541,7 @@ mod tests {
         // too long for the port's slots: not written
         assert!(!sp.queue(a, 2, &ha, 0, &[0u8; 300]).unwrap());
         sp.flush().unwrap();
-        // two left, the third was refused three times and given up
+        // two left, the third was refused (and not sent again)
         assert_eq!((sp.take_refused(a), sp.take_refused(b)), (1, 0));
         assert_eq!(sp.take_refused(a), 0);
         let mut sa = Vec::new();
@@ -536,6 +555,30 @@ mod tests {
         sp.timestamps(b, &mut |seq, t| sb.push((seq, t.map(|t| t.ns))))
             .unwrap();
         assert_eq!(sb, [(0, Some(1001))]);
+    }
+
+    #[test]
+    fn a_frame_refused_in_the_middle_keeps_the_ids_of_those_after_it() {
+        let mut sp = send_port(FakePort {
+            accept: vec![1, 5],
+            stamps: vec![0, 2],
+            ..FakePort::default()
+        });
+        let (a, b) = (sp.add_flow(), sp.add_flow());
+        let (ha, hb) = (header(6001), header(6002));
+        assert!(sp.queue(a, 0, &ha, 0, b"a0").unwrap());
+        assert!(sp.queue(b, 0, &hb, 0, b"b0").unwrap());
+        assert!(sp.queue(a, 1, &ha, 0, b"a1").unwrap());
+        sp.flush().unwrap();
+        assert_eq!((sp.take_refused(a), sp.take_refused(b)), (0, 1));
+        let mut sa = Vec::new();
+        sp.timestamps(a, &mut |seq, t| sa.push((seq, t.map(|t| t.ns))))
+            .unwrap();
+        // id 1 was the refused frame's: a1 is id 2
+        assert_eq!(sa, [(0, Some(1000)), (1, Some(1002))]);
+        let mut sb = Vec::new();
+        sp.timestamps(b, &mut |seq, _| sb.push(seq)).unwrap();
+        assert!(sb.is_empty());
     }
 
     #[test]
