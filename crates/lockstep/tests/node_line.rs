@@ -1027,12 +1027,12 @@ fn check_sender_frame(f: &[u8], r: &Run) -> bool {
 }
 
 /// A sender on the kernel's UDP stack through a TDP core router to a receiver that
-/// takes its frames from a frame port (`--io` packet, xdp): every packet arrives and
+/// takes its frames from a frame port (`--io` packet, ring, xdp): every packet arrives and
 /// is measured as on the UDP path; no frame was dropped as broken. A mode the
 /// kernel lacks (xdp falls back to the packet socket) is said and the run checked.
 #[test]
 fn a_receiver_taking_frames_gets_every_packet() {
-    for io in ["packet", "xdp"] {
+    for io in ["packet", "ring", "xdp"] {
         let test = format!("a_receiver_taking_frames_gets_every_packet ({io})");
         let hosts = Hosts {
             receiver: Some(io),
