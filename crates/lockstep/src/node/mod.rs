@@ -3,13 +3,14 @@
 //! `[live]` says how this process runs it ([`config`]).
 //!
 //! Roles:
-//! - `sender` ([`sender`]): UDP sockets, one per flow; wakes at the start of each of
+//! - `sender` ([`sender`]): UDP sockets, one per flow (or whole frames through a
+//!   frame port, `live.io`: [`hostio`]); wakes at the start of each of
 //!   its flows' reserved frames and sends probe packets (seq, frame, `t0` = frame
 //!   start, `t_wake`, `t_send`, room for 4 hop records), DSCP-marked with the frame
 //!   in TDP mode.
 //! - `edge` and `core` ([`router`]): a user-space router on AF_PACKET sockets that
 //!   drives [`lockstep_core::tdp::node::Node`]; its module docs explain the frame loop.
-//! - `receiver` ([`receiver`]): one UDP socket; per-flow statistics and the latency
+//! - `receiver` ([`receiver`]): one UDP socket (or a frame port, `live.io`); per-flow statistics and the latency
 //!   decomposition ([`lockstep_core::measure::decomp`]).
 //!
 //! Every node: `--start-at-ns T` (do nothing before T, so all nodes of a lab start

@@ -9,6 +9,15 @@
 //! SIGTERM are noticed). With `samples = true` and `--output`, every probe the
 //! receiver hands out as a [`Delivery`](lockstep_core::tdp::Delivery) becomes a row of `DIR/<name>-packets.csv`
 //! (the per-packet file, [`crate::report::packets`]).
+//!
+//! With `live.io` a frame mode (`packet`, `ring`, `ring-v2`, `xdp`) the datagrams
+//! come from a frame port on the interface that has `live.bind`'s address instead
+//! ([`super::hostio::RecvPort`]): the frames that are UDP to `live.bind` with good
+//! checksums go to the same [`Receiver`] with the kernel RX time the port gives
+//! (where it gives none, the clock read when the frame was taken: counted in
+//! `rx_time_from_clock`, with a warning), the rest are counted by why in
+//! `frame_drops`. The socket stays bound, unread, so the kernel's stack does not
+//! answer the copies it sees with ICMP port unreachable.
 
 use std::net::SocketAddrV4;
 

@@ -19,6 +19,14 @@
 //! (`tx_kernel − t_wake`) per flow; with `--output` every packet is written to
 //! `DIR/<name>-tx.csv` (`flow,seq,frame,t0,t_wake,t_send,tx_kernel`) for the lab to
 //! join with the receiver's packets. Nothing allocates per packet.
+//!
+//! With `live.io` a frame mode (`packet`, `ring`, `ring-v2`, `xdp`) a flow's packets
+//! leave as whole Ethernet/IPv4/UDP frames through the frame port of the interface
+//! the kernel's route to the destination leaves by, shared by the flows leaving
+//! there ([`super::hostio`]): the same payload, addresses, ports (a socket stays
+//! bound to the flow's source address and port) and DSCP as the UDP path, to the
+//! next hop's MAC from the neighbour table; a frame's packets leave in batches, and
+//! the TX timestamps are matched by the flow's sequence number as on the UDP path.
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration as StdDuration;
