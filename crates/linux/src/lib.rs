@@ -40,6 +40,9 @@
 //! - [`xdp`]: an `AF_XDP` socket as a router port (`--io xdp`): UMEM, the four rings,
 //!   copy or zero-copy, falling back to the packet socket where it is missing;
 //!   [`xdp_prog`]: the `XSKMAP`, the redirect program as raw eBPF, its link.
+//! - [`route`]: the kernel's route to a destination and the next hop's MAC address
+//!   (resolved by ARP when the neighbour table lacks it), for a host that writes
+//!   whole frames.
 //! - [`poll`]: waiting on several sockets at once (`ppoll`, nanosecond timeout).
 //! - [`ethtool`]: offloads and interrupt coalescing through the SIOCETHTOOL ioctl (no
 //!   `ethtool` binary needed).
@@ -76,6 +79,7 @@ pub mod poll;
 pub mod port;
 pub mod proc;
 pub mod ring;
+pub mod route;
 pub mod rps;
 pub mod rt;
 pub mod rusage;

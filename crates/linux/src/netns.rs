@@ -240,6 +240,13 @@ where
     })
 }
 
+/// An id of the calling thread's network namespace (the inode of
+/// `/proc/thread-self/ns/net`): equal for two threads in the same one.
+pub fn current_id() -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata("/proc/thread-self/ns/net")?.ino())
+}
+
 /// Runs `f` inside the namespace `name`, on a thread of its own that is joined before
 /// this returns (see the module notes for what that thread sees).
 pub fn run_in<T, F>(name: &str, f: F) -> Result<T, NetnsError>

@@ -3,6 +3,8 @@
 //! port through [`FramePort`] alone, so the way frames move is chosen once, when the
 //! port is opened ([`open`]), and anything that speaks the trait (a wrapper that drops
 //! or delays frames on purpose, say) can sit between the router and the kernel.
+//! Senders and receivers that move whole frames instead of using the kernel's UDP
+//! stack (`live.io`) open the same ports.
 //!
 //! The ways ([`IoMode`]):
 //!

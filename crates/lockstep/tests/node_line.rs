@@ -34,6 +34,8 @@ use lockstep_linux::cmd;
 use lockstep_linux::ethtool::{self, Offloads};
 use lockstep_linux::iface::{self, format_mac, IfaceError, Mac};
 use lockstep_linux::netns::{self, NetnsGuard};
+use lockstep_linux::packet::PacketSocket;
+use lockstep_linux::RecvMode;
 use serde_json::Value;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -329,6 +331,24 @@ struct Run {
     router: Value,
     receiver: Value,
     packets_csv: String,
+    /// The frames that reached the router's port 1 from the sender ([`Hosts::capture`]).
+    captured: Vec<Vec<u8>>,
+}
+
+/// How the sender and receiver run (`--io`; `None`: their default, udp).
+#[derive(Clone, Copy, Default)]
+struct Hosts<'a> {
+    sender: Option<&'a str>,
+    receiver: Option<&'a str>,
+    /// Take the sender's static neighbour entry of the router away: a sender writing
+    /// frames has the kernel resolve it.
+    arp: bool,
+    /// Keep a copy of every frame reaching the router's port 1.
+    capture: bool,
+    /// The sender runs in the router's process (`--config snd --config r1`, the
+    /// sender's sockets in its namespace through `live.netns`), in its thread,
+    /// started with it.
+    joined: bool,
 }
 
 /// One run; `strategy` is the router's wait strategy.
@@ -356,20 +376,19 @@ fn run_line_with(
     io: Option<&str>,
     router_live: &str,
 ) -> Option<Run> {
-    run_line_as(test, mode, role, strategy, io, router_live, false)
+    let hosts = Hosts::default();
+    run_line_hosts(test, mode, role, strategy, io, router_live, hosts)
 }
 
-/// One run as [`run_line_with`]; `joined`: the sender runs in the router's process
-/// (`--config snd --config r1`, the sender's sockets in its namespace through
-/// `live.netns`), in its thread, started with it.
-fn run_line_as(
+/// One run as [`run_line_with`], the sender and receiver run as `hosts` says.
+fn run_line_hosts(
     test: &str,
     mode: &str,
     role: &str,
     strategy: &str,
     io: Option<&str>,
     router_live: &str,
-    joined: bool,
+    hosts: Hosts,
 ) -> Option<Run> {
     if !can_run(test) {
         return None;
@@ -387,9 +406,18 @@ fn run_line_as(
     if let Some(io) = io {
         router_args.extend(["--io".to_string(), io.to_string()]);
     }
-    let mut receiver = spawn(l.d.name(), "receiver", &dir, &rcv, &with_ready("receiver"));
+    let io_arg = |io: Option<&str>| io.map(|m| vec!["--io".to_string(), m.to_string()]);
+    let mut capture = hosts.capture.then(|| capture_on(&l.r, &l.ifs[1]));
+    if hosts.arp {
+        l.s.run(|| cmd::ip(&["neigh", "del", &RA_IP.to_string(), "dev", &l.ifs[0]]))
+            .unwrap()
+            .unwrap();
+    }
+    let mut rargs = with_ready("receiver");
+    rargs.extend(io_arg(hosts.receiver).unwrap_or_default());
+    let mut receiver = spawn(l.d.name(), "receiver", &dir, &rcv, &rargs);
     wait_ready(&mut receiver, &ready("receiver"));
-    if joined {
+    if hosts.joined {
         // the same waiting as the router's (a thread's nodes agree), its own namespace
         snd = snd.replacen(
             "[live]\n",
@@ -428,6 +456,7 @@ fn run_line_as(
         let common = vec!["--start-at-ns".to_string(), start.to_string()];
         let mut sargs = common.clone();
         sargs.extend(["--duration".to_string(), "1s".to_string()]);
+        sargs.extend(io_arg(hosts.sender).unwrap_or_default());
         let mut sender = spawn(l.s.name(), "sender", &dir, &snd, &sargs);
         let code = sender.wait();
         assert_eq!(code, Some(0), "sender failed:\n{}", sender.log());
@@ -447,6 +476,7 @@ fn run_line_as(
         router: read_json(&out.join("r1.json")),
         receiver: read_json(&out.join("rcv.json")),
         packets_csv: std::fs::read_to_string(out.join("rcv-packets.csv")).unwrap_or_default(),
+        captured: capture.as_mut().map(take_frames).unwrap_or_default(),
     };
     let names = [
         l.s.name().to_string(),
@@ -459,6 +489,30 @@ fn run_line_as(
     }
     drop(scratch);
     Some(r)
+}
+
+/// A packet socket on `ifname` of `ns`, for the test to see what arrives there.
+fn capture_on(ns: &NetnsGuard, ifname: &str) -> PacketSocket {
+    let sock = ns.run(|| PacketSocket::bind(ifname)).unwrap().unwrap();
+    sock.set_recv_buffer(16 << 20).unwrap();
+    sock
+}
+
+/// Every frame the capture socket holds (bounded: the socket's buffer).
+fn take_frames(sock: &mut PacketSocket) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    let mut buf = vec![0u8; 2048 * 32];
+    for _ in 0..100_000 {
+        let n = sock
+            .recv_batch(&mut buf, 2048, RecvMode::Poll, |d, _| {
+                frames.push(d.to_vec())
+            })
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+    }
+    frames
 }
 
 /// Per flow: (sent by the sender, received by the receiver, lost).
@@ -645,7 +699,11 @@ fn check_tdp(r: &Run) {
 fn a_sender_in_the_routers_process_delivers_in_its_frames() {
     for (mode, role, strategy) in [("tdp", "edge", "hybrid"), ("fifo", "core", "sleep")] {
         let test = format!("a_sender_in_the_routers_process_delivers_in_its_frames ({mode})");
-        let Some(r) = run_line_as(&test, mode, role, strategy, None, "", true) else {
+        let hosts = Hosts {
+            joined: true,
+            ..Hosts::default()
+        };
+        let Some(r) = run_line_hosts(&test, mode, role, strategy, None, "", hosts) else {
             return;
         };
         if mode == "tdp" {
@@ -927,4 +985,174 @@ fn an_edge_router_follows_the_controllers_table() {
         assert!(!netns::exists(&n), "namespace {n} left behind");
     }
     drop(scratch);
+}
+
+/// A sender writing whole frames (`--io` packet, ring-v2, xdp) through a TDP core
+/// router to a receiver on the kernel's UDP stack: every packet arrives, and every
+/// frame that reached the router is what the UDP stack would have sent — Ethernet
+/// from the sender's MAC to the router's, IPv4 with a good header checksum, TTL 64,
+/// DF, the frame mark in DSCP, UDP from the flow's source port to 7000 with a good
+/// checksum, and the probe's bytes exactly as the sender's core wrote them. In the
+/// packet run the sender's neighbour entry for the router is taken away first, so
+/// that the kernel resolves it (ARP). A mode the kernel lacks (xdp falls back to the
+/// packet socket) is said and the run still checked.
+#[test]
+fn a_sender_writing_frames_delivers_what_the_udp_stack_would() {
+    for io in ["packet", "ring-v2", "xdp"] {
+        let test = format!("a_sender_writing_frames_delivers_what_the_udp_stack_would ({io})");
+        let hosts = Hosts {
+            sender: Some(io),
+            arp: io == "packet",
+            capture: true,
+            ..Hosts::default()
+        };
+        let Some(r) = run_line_hosts(&test, "tdp", "core", "hybrid", None, "", hosts) else {
+            return;
+        };
+        check_tdp(&r);
+        assert_eq!(r.receiver["io"], "udp");
+        if io == "xdp" && r.sender["io"] == "packet" {
+            eprintln!(
+                "{test}: no AF_XDP here, the sender used the packet socket: {}",
+                r.sender["warnings"]
+            );
+        } else {
+            assert_eq!(r.sender["io"], io, "{}", r.sender);
+        }
+        let sent = u(&r.sender["counters"]["sent"]);
+        // every packet was timed, as on the UDP path
+        assert_eq!(
+            u(&r.sender["counters"]["tx_timestamps"]),
+            sent,
+            "{}",
+            r.sender
+        );
+        assert_eq!(u(&r.sender["counters"]["tx_timestamps_missing"]), 0);
+        let mut seen = 0;
+        for f in &r.captured {
+            if check_sender_frame(f, &r) {
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, sent, "frames from the sender seen at the router");
+    }
+}
+
+/// Checks one captured frame if it is a datagram from the sender; says whether it was.
+fn check_sender_frame(f: &[u8], r: &Run) -> bool {
+    use lockstep_core::wire::{
+        EthernetFrame, EthernetRepr, Ipv4Packet, Ipv4Repr, ProbePacket, UdpPacket, UdpRepr,
+    };
+    let eth = EthernetFrame::new_checked(f).unwrap();
+    let e = EthernetRepr::parse(&eth).unwrap();
+    if e.ethertype != 0x0800 {
+        return false;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    let ipr = Ipv4Repr::parse(&ip).expect("a good IPv4 header");
+    if ipr.src != S_IP {
+        return false;
+    }
+    let udp = UdpPacket::new_checked(ip.payload()).unwrap();
+    if ipr.dst == RA_IP {
+        // the empty datagram to the router's discard port that had the kernel
+        // resolve the router's MAC (ARP)
+        assert_eq!(
+            (ipr.protocol, udp.dst_port(), udp.payload().len()),
+            (17, 9, 0)
+        );
+        return false;
+    }
+    let macs: [Mac; 2] = [
+        r.sender["config"]["node"]["ports"][0]["mac"]
+            .as_str()
+            .and_then(iface::parse_mac)
+            .unwrap(),
+        r.router["config"]["node"]["ports"][0]["mac"]
+            .as_str()
+            .and_then(iface::parse_mac)
+            .unwrap(),
+    ];
+    assert_eq!((e.src.0, e.dst.0), (macs[0], macs[1]));
+    assert_eq!((ipr.dst, ipr.ttl, ipr.ecn, ipr.protocol), (D_IP, 64, 0, 17));
+    assert!(ip.dont_frag());
+    let ur = UdpRepr::parse(&udp, ipr.src, ipr.dst, true).expect("a good UDP checksum");
+    assert_eq!(ur.dst_port, 7000);
+    assert_eq!(ur.payload_len, 200);
+    let p = ProbePacket::new_checked(udp.payload()).unwrap();
+    let flow = p.flow_id();
+    assert_eq!(ur.src_port, 6000 + flow as u16);
+    // the frame mark, as the UDP path sets it: the probe's frame and its parities (k = 4)
+    let mark =
+        lockstep_core::frame::DSCP_TDP_MARK | lockstep_core::frame::parity_bits(p.frame(), 4);
+    assert_eq!(ipr.dscp, mark, "DSCP of frame {}", p.frame());
+    // the probe as the sender's core writes it
+    let mut want = lockstep_core::tdp::host::probe_buffer(flow, 200).unwrap();
+    let mut w = ProbePacket::new_unchecked(&mut want[..]);
+    w.set_seq(p.seq());
+    w.set_frame(p.frame());
+    w.set_t0_ns(p.t0_ns());
+    w.set_t_wake_ns(p.t_wake_ns());
+    w.set_t_send_ns(p.t_send_ns());
+    w.fill_checksum();
+    assert_eq!(udp.payload(), &want[..], "probe bytes of flow {flow}");
+    true
+}
+
+/// A sender on the kernel's UDP stack through a TDP core router to a receiver that
+/// takes its frames from a frame port (`--io` packet, ring, xdp): every packet arrives and
+/// is measured as on the UDP path; no frame was dropped as broken. A mode the
+/// kernel lacks (xdp falls back to the packet socket) is said and the run checked.
+#[test]
+fn a_receiver_taking_frames_gets_every_packet() {
+    for io in ["packet", "ring", "xdp"] {
+        let test = format!("a_receiver_taking_frames_gets_every_packet ({io})");
+        let hosts = Hosts {
+            receiver: Some(io),
+            ..Hosts::default()
+        };
+        let Some(r) = run_line_hosts(&test, "tdp", "core", "hybrid", None, "", hosts) else {
+            return;
+        };
+        check_tdp(&r);
+        assert_eq!(r.sender["io"], "udp");
+        if io == "xdp" && r.receiver["io"] == "packet" {
+            eprintln!(
+                "{test}: no AF_XDP here, the receiver used the packet socket: {}",
+                r.receiver["warnings"]
+            );
+        } else {
+            assert_eq!(r.receiver["io"], io, "{}", r.receiver);
+        }
+        let d = &r.receiver["frame_drops"];
+        assert_eq!(u(&d["bad_checksum"]) + u(&d["malformed"]), 0, "{d}");
+        // every frame had the kernel's RX time
+        assert_eq!(u(&r.receiver["rx_time_from_clock"]), 0, "{}", r.receiver);
+    }
+}
+
+/// `--io udp` is refused for a router, with the reason (exit 2).
+#[test]
+fn a_router_refuses_the_udp_stack() {
+    let dir = std::env::temp_dir().join(format!("lsn-io-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _scratch = Scratch(dir.clone());
+    let cfg = dir.join("r.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[node]\nname = \"r1\"\nid = 7\nrole = \"core\"\n{}\n{}",
+            frame("fifo"),
+            port(1, "lo", &[2, 0, 0, 0, 0, 1], RA_IP, "")
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["node", "--io", "udp", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--io udp: \"udp\" is the kernel's UDP stack, for a sender or receiver; a router (core) moves frames"), "{err}");
 }

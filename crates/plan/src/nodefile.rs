@@ -135,6 +135,12 @@ pub struct LiveConfig {
     /// components (`link R1→R2`, `R1 residence`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub names: BTreeMap<String, String>,
+    /// How the node moves its packets ([`NodeIo`]): a sender or receiver through the
+    /// kernel's UDP stack (`udp`, the default) or as whole frames through a frame
+    /// port (`packet`, `ring`, `ring-v2`, `xdp`); a router through a frame port
+    /// (default `packet`). `lockstep node --io` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<NodeIo>,
     /// Routers and senders: open the sockets in this network namespace (`ip netns`
     /// name) instead of the process's own — what lets one process run the routers
     /// and senders of several namespaces (`lockstep node --config A --config B`).
@@ -161,6 +167,7 @@ impl Default for LiveConfig {
             tx_timestamps: true,
             qdisc_bypass: false,
             names: BTreeMap::new(),
+            io: None,
             netns: None,
         }
     }
@@ -181,6 +188,76 @@ impl LiveConfig {
         .into_iter()
         .find(|&(_, same)| !same)
         .map(|(field, _)| field)
+    }
+}
+
+/// How a node moves its packets between the kernel and the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeIo {
+    /// The kernel's UDP stack: a UDP socket (senders and receivers only).
+    Udp,
+    /// Whole frames, `recvmmsg`/`sendmmsg` on a plain `AF_PACKET` socket.
+    Packet,
+    /// Whole frames, a `TPACKET_V3` receive ring of blocks.
+    Ring,
+    /// Whole frames, a `TPACKET_V2` receive ring of frame slots.
+    RingV2,
+    /// Whole frames, an `AF_XDP` socket fed by an XDP program.
+    Xdp,
+}
+
+impl NodeIo {
+    pub const NAMES: &'static [&'static str] = &["udp", "packet", "ring", "ring-v2", "xdp"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeIo::Udp => "udp",
+            NodeIo::Packet => "packet",
+            NodeIo::Ring => "ring",
+            NodeIo::RingV2 => "ring-v2",
+            NodeIo::Xdp => "xdp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<NodeIo> {
+        NodeIo::NAMES.iter().position(|n| *n == s).and_then(|i| {
+            [
+                NodeIo::Udp,
+                NodeIo::Packet,
+                NodeIo::Ring,
+                NodeIo::RingV2,
+                NodeIo::Xdp,
+            ]
+            .get(i)
+            .copied()
+        })
+    }
+
+    /// The default of a role: the kernel's UDP stack for a sender or receiver, a
+    /// plain packet socket for a router.
+    pub fn default_for(role: Role) -> NodeIo {
+        match role {
+            Role::Sender | Role::Receiver => NodeIo::Udp,
+            Role::Edge | Role::Core => NodeIo::Packet,
+        }
+    }
+
+    /// Whether a node of `role` can move its packets this way; else why not.
+    pub fn check_role(self, role: Role) -> Result<(), String> {
+        if self == NodeIo::Udp && matches!(role, Role::Edge | Role::Core) {
+            return Err(format!(
+                "\"udp\" is the kernel's UDP stack, for a sender or receiver; a router ({}) moves frames: one of packet, ring, ring-v2, xdp",
+                role_name(role)
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for NodeIo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -374,6 +451,9 @@ fn check_live(file: &NodeFile) -> Result<(), (String, String)> {
     }
     if let Some(Err(m)) = live.coalesce.map(|c| check_coalesce(c, node.role)) {
         return err("coalesce", m);
+    }
+    if let Some(Err(m)) = live.io.map(|io| io.check_role(node.role)) {
+        return err("io", m);
     }
     if let Some(p) = live.priority {
         if !(1..=99).contains(&p) {
@@ -773,6 +853,40 @@ batch = 16
         let e = p(&recv).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("live.bind"));
         assert!(p(&recv.replace("batch = 16", "batch = 16\nbind = \"10.0.2.2:7000\"")).is_ok());
+    }
+
+    #[test]
+    fn io_is_checked_against_the_role() {
+        let recv = ROUTER
+            .replace("role = \"core\"", "role = \"receiver\"")
+            .replace("\nd = 1\n", "\n")
+            .replace("batch = 16", "batch = 16\nbind = \"10.0.2.2:7000\"");
+        assert_eq!(p(&recv).unwrap().live.io, None);
+        for (text, io) in [
+            ("udp", NodeIo::Udp),
+            ("xdp", NodeIo::Xdp),
+            ("ring-v2", NodeIo::RingV2),
+        ] {
+            let f =
+                p(&recv.replace("batch = 16", &format!("batch = 16\nio = \"{text}\""))).unwrap();
+            assert_eq!(f.live.io, Some(io));
+            assert_eq!(NodeIo::parse(text), Some(io));
+            assert_eq!(io.name(), text);
+        }
+        let f = p(&ROUTER.replace("batch = 16", "batch = 16\nio = \"xdp\"")).unwrap();
+        assert_eq!(f.live.io, Some(NodeIo::Xdp));
+        // a router does not use the kernel's UDP stack
+        let e = p(&ROUTER.replace("batch = 16", "batch = 16\nio = \"udp\"")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("live.io"));
+        assert_eq!(e.line, Some(35));
+        assert!(e.message.contains("a router (core) moves frames"), "{e}");
+        // an unknown mode names the field and what was expected
+        let e = p(&recv.replace("batch = 16", "batch = 16\nio = \"dpdk\"")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("live.io"));
+        assert!(e.message.contains("expected one of `udp`, `packet`"), "{e}");
+        assert_eq!(NodeIo::parse("dpdk"), None);
+        assert_eq!(NodeIo::default_for(Role::Sender), NodeIo::Udp);
+        assert_eq!(NodeIo::default_for(Role::Core), NodeIo::Packet);
     }
 
     const SENDER: &str = r#"

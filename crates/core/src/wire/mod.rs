@@ -19,6 +19,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;
 pub mod udp;
+pub mod udpframe;
 
 pub use ethernet::{EtherType, EthernetAddress, EthernetError, EthernetFrame, EthernetRepr};
 pub use ipv4::{Ipv4Error, Ipv4Packet, Ipv4Repr, PROTO_ICMP, PROTO_TCP, PROTO_UDP};

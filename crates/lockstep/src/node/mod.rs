@@ -5,13 +5,14 @@
 //! `[live]` says how this process runs it ([`config`]).
 //!
 //! Roles:
-//! - `sender` ([`sender`]): UDP sockets, one per flow; wakes at the start of each of
+//! - `sender` ([`sender`]): UDP sockets, one per flow (or whole frames through a
+//!   frame port, `live.io`: [`hostio`]); wakes at the start of each of
 //!   its flows' reserved frames and sends probe packets (seq, frame, `t0` = frame
 //!   start, `t_wake`, `t_send`, room for 4 hop records), DSCP-marked with the frame
 //!   in TDP mode.
 //! - `edge` and `core` ([`router`]): a user-space router on AF_PACKET sockets that
 //!   drives [`lockstep_core::tdp::node::Node`]; its module docs explain the frame loop.
-//! - `receiver` ([`receiver`]): one UDP socket; per-flow statistics and the latency
+//! - `receiver` ([`receiver`]): one UDP socket (or a frame port, `live.io`); per-flow statistics and the latency
 //!   decomposition ([`lockstep_core::measure::decomp`]).
 //!
 //! Every node: `--start-at-ns T` (do nothing before T, so all nodes of a lab start
@@ -50,6 +51,7 @@
 //! missing interface or clock, an unsynchronised clock with `--require-sync`).
 
 pub use lockstep_plan::nodefile as config;
+mod hostio;
 mod receiver;
 mod router;
 mod sender;
@@ -73,7 +75,7 @@ use crate::cli::parse_duration_positive;
 use crate::report::human::{dist_table, kv};
 use crate::report::{write_atomic, Tool, SCHEMA_VERSION};
 use crate::{EnvError, UsageError};
-use config::NodeFile;
+use config::{NodeFile, NodeIo};
 
 #[derive(Args, Debug)]
 pub struct NodeArgs {
@@ -128,23 +130,71 @@ pub struct NodeArgs {
     /// This node's name at the controller (default: the node file's name).
     #[arg(long, value_name = "NAME", requires = "controller")]
     pub name: Option<String>,
-    /// Routers: how each port moves frames between the kernel and the router —
+    /// How the node moves its packets (over the file's `live.io`). Every role:
     /// `packet` (recvmmsg/sendmmsg on a raw socket), `ring` (a receive ring of blocks
     /// shared with the kernel, TPACKET_V3), `ring-v2` (a receive ring of frame slots,
     /// TPACKET_V2), `xdp` (an AF_XDP socket fed by an XDP program on the interface,
-    /// before the kernel's stack; copy mode on veth; the fastest). Default: `packet`,
-    /// since the interface may carry the host's own traffic too, which an XDP program
-    /// would take from the kernel's stack (`lockstep lab run` gives its routers `xdp`);
-    /// the mode used is in the result (`io`). A mode the kernel lacks is an error
-    /// (exit 3), except `xdp`, which falls back to `packet` with a note.
-    #[arg(long, value_name = "MODE", value_parser = parse_io)]
-    pub io: Option<lockstep_linux::port::IoMode>,
+    /// before the kernel's stack; copy mode on veth; the fastest). Senders and
+    /// receivers also `udp`, the kernel's UDP stack and their default (what the OS
+    /// adds to a packet includes it); in a frame mode a sender writes whole frames to
+    /// the next hop of its route and a receiver takes the frames to its address from
+    /// the interface that has it. Routers default to `packet`, since the interface
+    /// may carry the host's own traffic too, which an XDP program would take from the
+    /// kernel's stack (`lockstep lab run` gives its routers `xdp`); `udp` is refused
+    /// for them. With several --config it is the routers': a sender among them keeps
+    /// its file's `live.io`. The mode used is in the result (`io`). A mode the kernel
+    /// lacks is an error (exit 3), except `xdp`, which falls back to `packet` with a
+    /// note.
+    #[arg(long, value_name = "MODE", value_parser = parse_node_io)]
+    pub io: Option<NodeIo>,
 }
 
-/// Without `--io` a router uses the packet socket: on a host of its own the
-/// interface may carry the host's traffic too (the lab asks for `xdp` on its veths).
-fn io_choice(args: &NodeArgs) -> lockstep_linux::port::IoChoice {
-    lockstep_linux::port::IoChoice::Force(args.io.unwrap_or(lockstep_linux::port::IoMode::Packet))
+/// The frame port mode of `file.live.io` ([`apply_io`] set it): without one a router
+/// uses the packet socket, since on a host of its own the interface may carry the
+/// host's traffic too (the lab asks for `xdp` on its veths).
+fn io_choice(file: &NodeFile) -> lockstep_linux::port::IoChoice {
+    let mode = file.live.io.and_then(frame_mode);
+    lockstep_linux::port::IoChoice::Force(mode.unwrap_or(lockstep_linux::port::IoMode::Packet))
+}
+
+/// The frame port mode of a node's I/O; `None` for the kernel's UDP stack.
+pub(crate) fn frame_mode(io: NodeIo) -> Option<lockstep_linux::port::IoMode> {
+    lockstep_linux::port::IoMode::parse(io.name())
+}
+
+/// `--io` over `live.io` over the role's default, written into `live.io` (the result
+/// document's config shows what was used); a mode the role cannot use is refused.
+fn apply_io(args: &NodeArgs, file: &mut NodeFile) -> Result<(), UsageError> {
+    let role = file.node.role;
+    if let Some(io) = args.io {
+        io.check_role(role)
+            .map_err(|m| UsageError(format!("--io {io}: {m}")))?;
+        file.live.io = Some(io);
+    }
+    file.live.io.get_or_insert(NodeIo::default_for(role));
+    Ok(())
+}
+
+/// [`apply_io`] for a node of a group (several `--config`): `--io` is the routers'
+/// (how the lab sets their ports); a sender among them keeps its file's `live.io`.
+fn group_io(args: &NodeArgs, file: &mut NodeFile) -> Result<(), UsageError> {
+    if file.node.role == Role::Sender {
+        file.live
+            .io
+            .get_or_insert(NodeIo::default_for(Role::Sender));
+        return Ok(());
+    }
+    apply_io(args, file)
+}
+
+/// `--io`: one of the node I/O modes.
+pub(crate) fn parse_node_io(s: &str) -> Result<NodeIo, String> {
+    NodeIo::parse(s).ok_or_else(|| {
+        format!(
+            "unknown I/O mode \"{s}\": one of {}",
+            NodeIo::NAMES.join(", ")
+        )
+    })
 }
 
 /// `--io`: one of the I/O modes.
@@ -361,6 +411,8 @@ pub fn run(args: NodeArgs) -> Result<()> {
         ),
         Some(url) => from_controller(path, url, args.name.as_deref())?,
     };
+    let mut file = file;
+    apply_io(&args, &mut file)?;
     let started_at = crate::report::rfc3339_now();
     let clock = file.live.clock;
     lockstep_linux::clock::check(clock).map_err(|e| EnvError(e.to_string()))?;
@@ -372,6 +424,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
             .with_context(|| format!("--output: cannot create directory {}", dir.display()))
             .map_err(|e| EnvError(format!("{e:#}")))?;
     }
+    let io = io_choice(&file);
     let mut ctx = Ctx {
         clock,
         output: args.output.clone(),
@@ -385,8 +438,8 @@ pub fn run(args: NodeArgs) -> Result<()> {
         warnings,
         realtime: Value::Null,
         file,
+        io,
         controller,
-        io: io_choice(&args),
     };
     let waiter = ctx.waiter();
     waiter.check().map_err(|e| EnvError(e.to_string()))?;
@@ -459,7 +512,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
     }
     let mut files: Vec<NodeFile> = Vec::with_capacity(args.config.len());
     for path in &args.config {
-        let file = config::load(path).map_err(|e| UsageError(e.to_string()))?;
+        let mut file = config::load(path).map_err(|e| UsageError(e.to_string()))?;
         if file.node.role == Role::Receiver {
             return Err(UsageError(format!(
                 "{}: node.role: several --config run routers (edge, core) and senders in one process; a receiver cannot join them: it blocks on its socket until a packet comes (run it with a --config of its own)",
@@ -467,6 +520,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             ))
             .into());
         }
+        group_io(args, &mut file)?;
         if let Some(other) = files.iter().find(|f| f.node.name == file.node.name) {
             return Err(UsageError(format!(
                 "{}: node.name: \"{}\" is given twice (result files are named after nodes)",
@@ -508,6 +562,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
     let mut ctxs: Vec<Ctx> = files
         .into_iter()
         .map(|file| Ctx {
+            io: io_choice(&file),
             clock,
             output: args.output.clone(),
             quiet: crate::say::quiet(),
@@ -521,7 +576,6 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             realtime: Value::Null,
             file,
             controller: None,
-            io: io_choice(args),
         })
         .collect();
     let waiter = ctxs[0].waiter();

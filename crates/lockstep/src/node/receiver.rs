@@ -9,6 +9,15 @@
 //! SIGTERM are noticed). With `samples = true` and `--output`, every probe the
 //! receiver hands out as a [`Delivery`](lockstep_core::tdp::Delivery) becomes a row of `DIR/<name>-packets.csv`
 //! (the per-packet file, [`crate::report::packets`]).
+//!
+//! With `live.io` a frame mode (`packet`, `ring`, `ring-v2`, `xdp`) the datagrams
+//! come from a frame port on the interface that has `live.bind`'s address instead
+//! ([`super::hostio::RecvPort`]): the frames that are UDP to `live.bind` with good
+//! checksums go to the same [`Receiver`] with the kernel RX time the port gives
+//! (where it gives none, the clock read when the frame was taken: counted in
+//! `rx_time_from_clock`, with a warning), the rest are counted by why in
+//! `frame_drops`. The socket stays bound, unread, so the kernel's stack does not
+//! answer the copies it sees with ICMP port unreachable.
 
 use std::net::SocketAddrV4;
 
@@ -16,12 +25,16 @@ use anyhow::{Context, Result};
 use lockstep_core::measure::decomp::{FlowResult, RxCounters};
 use lockstep_core::stats::Summary;
 use lockstep_core::tdp::Receiver;
+use lockstep_core::wire::udpframe::FrameDrops;
 use lockstep_core::{ClockId, Duration, Instant};
+use lockstep_linux::port::{self, IoChoice, IoMode, PortSetup};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{RecvMode, TimestampConfig, UdpSocket};
-use lockstep_linux::{ClockMap, Waiter};
+use lockstep_linux::{route, ClockMap, Waiter};
 use serde_json::{Map, Value};
+use std::os::fd::AsFd;
 
+use super::hostio::RecvPort;
 use super::{csv, Ctx, Outcome, StopReason};
 use crate::report::human::fmt_ns;
 use crate::report::packets::{self, PacketWriter};
@@ -41,7 +54,9 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
     let Some(bind) = live.bind else {
         return Err(crate::UsageError("live.bind: a receiver needs an address".into()).into());
     };
-    let (sock, rx_ts) = open(ctx, bind)?;
+    let mode = live.io.and_then(super::frame_mode);
+    let (sock, rx_ts) = open(ctx, bind, mode.is_none())?;
+    let frames = mode.map(|m| open_frames(ctx, bind, m)).transpose()?;
     let samples = samples_writer(ctx, live.samples)?;
     let batch = live.batch.min(lockstep_linux::udp::RECV_BATCH_MAX);
     let buf = vec![0u8; SLOT * batch];
@@ -56,7 +71,8 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
     ctx.ready()?;
     let _rt = ctx.apply_rt()?;
     ctx.progress(&format!(
-        "listening on {bind} ({})",
+        "listening on {bind} ({}, {})",
+        frames.as_ref().map_or("udp", |f| f.port.mode().name()),
         if mode == RecvMode::Poll {
             "busy-poll"
         } else {
@@ -69,6 +85,7 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
     let start = ctx.start_at_ns.unwrap_or(now);
     let mut d = Driver {
         sock,
+        frames,
         rx: Receiver::new(samples.is_some()),
         samples,
         buf,
@@ -83,14 +100,21 @@ pub(crate) fn run(ctx: &mut Ctx, waiter: &Waiter) -> Result<(Outcome, Option<i64
     Ok((d.outcome(ctx, rx_ts, stop, stop_ns)?, Some(start)))
 }
 
-/// Binds the socket and turns on RX timestamps; says whether it has them.
-fn open(ctx: &mut Ctx, bind: SocketAddrV4) -> Result<(UdpSocket, bool)> {
+/// Binds the socket and, when it is what the receiver reads (`udp`), turns on RX
+/// timestamps; says whether it has them. In a frame mode the socket only keeps the
+/// kernel's stack from answering the frames it also sees with ICMP port
+/// unreachable: its buffer is left small and it is never read.
+fn open(ctx: &mut Ctx, bind: SocketAddrV4, udp: bool) -> Result<(UdpSocket, bool)> {
     let sock = UdpSocket::bind(bind.into()).map_err(|e| {
         EnvError(format!(
             "live.bind: cannot listen on {bind} (is {} an address of this host or namespace?): {e}",
             bind.ip()
         ))
     })?;
+    if !udp {
+        let _ = sock.set_recv_buffer(0);
+        return Ok((sock, true));
+    }
     if let Err(e) = sock.set_recv_buffer(SOCKET_RCVBUF) {
         ctx.warn(format!("could not enlarge the socket receive buffer: {e}"));
     }
@@ -115,6 +139,36 @@ fn open(ctx: &mut Ctx, bind: SocketAddrV4) -> Result<(UdpSocket, bool)> {
     Ok((sock, rx_ts))
 }
 
+/// The frame port on the interface that has the receiver's address.
+fn open_frames(ctx: &mut Ctx, bind: SocketAddrV4, mode: IoMode) -> Result<RecvPort> {
+    let ifname = route::interface_with(*bind.ip())
+        .map_err(|e| EnvError(format!("live.bind: live.io {mode}: {e}")))?;
+    let setup = PortSetup {
+        buffer: SOCKET_RCVBUF,
+        qdisc_bypass: false,
+        rx_timestamps: true,
+        tx_timestamps: false,
+        until_start: false,
+    };
+    let opened = port::open(&ifname, IoChoice::Force(mode), &setup).map_err(|e| {
+        let hint = if e.is_permission() {
+            " (frames are read raw: run it as root or with CAP_NET_RAW)"
+        } else {
+            ""
+        };
+        EnvError(format!("live.io {mode}: {ifname}: {e}{hint}"))
+    })?;
+    for n in opened.notes {
+        ctx.warn(n);
+    }
+    Ok(RecvPort {
+        port: opened.port,
+        to: bind,
+        drops: FrameDrops::default(),
+        clock_rx: 0,
+    })
+}
+
 /// `DIR/<name>-packets.csv` when `samples = true` and `--output` was given.
 fn samples_writer(ctx: &mut Ctx, samples: bool) -> Result<Option<PacketWriter>> {
     if !samples {
@@ -129,9 +183,11 @@ fn samples_writer(ctx: &mut Ctx, samples: bool) -> Result<Option<PacketWriter>> 
     Ok(w.map(PacketWriter::over))
 }
 
-/// The socket, the receiver state machine and the per-packet file.
+/// The socket or frame port, the receiver state machine and the per-packet file.
 struct Driver {
     sock: UdpSocket,
+    /// In a frame mode: the port the datagrams are read from (`sock` is not read).
+    frames: Option<RecvPort>,
     rx: Receiver,
     samples: Option<PacketWriter>,
     /// Receive slots, [`SLOT`] bytes each.
@@ -168,6 +224,9 @@ impl Driver {
     /// out to the per-packet file. Returns the application receive time (read once,
     /// when the first datagram is looked at), `None` when nothing came.
     fn receive_batch(&mut self, clock: ClockId) -> Result<Option<i64>> {
+        if self.frames.is_some() {
+            return self.receive_frames(clock);
+        }
         let Driver {
             sock,
             rx,
@@ -175,6 +234,7 @@ impl Driver {
             buf,
             mode,
             map,
+            ..
         } = self;
         let mut app_rx: Option<Instant> = None;
         let mut err = None;
@@ -194,6 +254,59 @@ impl Driver {
             }
         })
         .context("receiving")?;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(app_rx.map(|t| t.ns)),
+        }
+    }
+
+    /// Up to `live.batch` frames from the port (after waiting up to
+    /// [`BLOCK_SLICE`] for one unless busy-polling): the datagrams for the receiver
+    /// go to it as [`Driver::receive_batch`] hands them, the rest are counted.
+    fn receive_frames(&mut self, clock: ClockId) -> Result<Option<i64>> {
+        let Driver {
+            frames: Some(fp),
+            rx,
+            samples,
+            buf,
+            mode,
+            map,
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        if let RecvMode::Block { timeout } = *mode {
+            let ready = lockstep_linux::udp::wait_readable(fp.port.as_fd(), timeout)
+                .context("waiting for frames")?;
+            if !ready {
+                return Ok(None);
+            }
+        }
+        let batch = (buf.len() / SLOT).max(1);
+        let mut app_rx: Option<Instant> = None;
+        let mut err = None;
+        let mut clock_rx = 0;
+        fp.recv(batch, &mut |data, kernel_rx| {
+            let app = *app_rx.get_or_insert_with(|| lockstep_linux::now(clock));
+            let kernel = match kernel_rx {
+                Some(k) => map.to_target(k.ns),
+                None => {
+                    clock_rx += 1;
+                    lockstep_linux::now(clock)
+                }
+            };
+            rx.handle_packet(app, Some(kernel), data);
+            while let Some(d) = rx.poll_event() {
+                if let Some(w) = samples.as_mut() {
+                    if let Err(e) = w.write(&d) {
+                        err.get_or_insert(e);
+                    }
+                }
+            }
+        })
+        .context("receiving frames")?;
+        fp.clock_rx += clock_rx;
         match err {
             Some(e) => Err(e),
             None => Ok(app_rx.map(|t| t.ns)),
@@ -223,6 +336,13 @@ impl Driver {
             .collect();
         let mut extra = Map::new();
         extra.insert("rx_timestamps".into(), Value::Bool(rx_ts));
+        let io = self.frames.as_ref().map_or("udp", |f| f.port.mode().name());
+        extra.insert("io".into(), Value::String(io.into()));
+        if let Some(f) = &self.frames {
+            warn_frames(ctx, f);
+            extra.insert("frame_drops".into(), serde_json::to_value(f.drops)?);
+            extra.insert("rx_time_from_clock".into(), Value::from(f.clock_rx));
+        }
         extra.insert(
             "clock_map_uncertainty_ns".into(),
             Value::from(self.map.uncertainty_ns()),
@@ -253,6 +373,24 @@ fn warn(ctx: &mut Ctx, c: &RxCounters, flows: &[FlowResult], rx_ts: bool) {
             c.intake.foreign,
             c.intake.invalid.total(),
             c.truncated
+        ));
+    }
+}
+
+/// What a frame port dropped, and frames without a kernel RX time.
+fn warn_frames(ctx: &mut Ctx, f: &RecvPort) {
+    let d = &f.drops;
+    if d.broken() > 0 {
+        ctx.warn(format!(
+            "dropped {} frames with a bad checksum and {} malformed ones",
+            d.bad_checksum, d.malformed
+        ));
+    }
+    if f.clock_rx > 0 {
+        ctx.warn(format!(
+            "{} frames came without a kernel RX time ({} port): their kernel receive time is the clock read when they were taken (L_Rx then counts from there)",
+            f.clock_rx,
+            f.port.mode()
         ));
     }
 }

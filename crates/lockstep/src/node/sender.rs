@@ -26,6 +26,14 @@
 //! (`tx_kernel − t_wake`) per flow; with `--output` every packet is written to
 //! `DIR/<name>-tx.csv` (`flow,seq,frame,t0,t_wake,t_send,tx_kernel`) for the lab to
 //! join with the receiver's packets. Nothing allocates per packet.
+//!
+//! With `live.io` a frame mode (`packet`, `ring`, `ring-v2`, `xdp`) a flow's packets
+//! leave as whole Ethernet/IPv4/UDP frames through the frame port of the interface
+//! the kernel's route to the destination leaves by, shared by the flows leaving
+//! there ([`super::hostio`]): the same payload, addresses, ports (a socket stays
+//! bound to the flow's source address and port) and DSCP as the UDP path, to the
+//! next hop's MAC from the neighbour table; a frame's packets leave in batches, and
+//! the TX timestamps are matched by the flow's sequence number as on the UDP path.
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration as StdDuration;
@@ -35,16 +43,19 @@ use lockstep_core::measure::txmatch::TxMatcher;
 use lockstep_core::stats::{Histogram, Summary};
 use lockstep_core::tdp::config::Mode;
 use lockstep_core::tdp::{NodeConfig, NodeConfigError, Sender, SenderFlow, SenderSchedule};
+use lockstep_core::wire::udpframe::UdpFrameHeader;
+use lockstep_core::wire::EthernetAddress;
 use lockstep_core::Instant;
+use lockstep_linux::port::{IoMode, PortSetup};
 use lockstep_linux::signal::stop_requested;
 use lockstep_linux::udp::{TimestampConfig, UdpSocket};
-use lockstep_linux::{ClockMap, Waiter};
+use lockstep_linux::{iface, route, ClockMap, Waiter};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::config::LiveFlow;
-use super::{csv, to_node_clock, Ctx, Outcome, StopReason};
+use super::{csv, hostio, to_node_clock, Ctx, Outcome, StopReason};
 use crate::probe::stream::SendErrors;
 use crate::report::SampleWriter;
 use crate::{EnvError, UsageError};
@@ -66,12 +77,12 @@ struct Sent {
     t_send: i64,
 }
 
-/// One flow's socket and what the driver measures of it.
+/// One flow's socket or frame port and what the driver measures of it.
 struct FlowIo {
     id: u32,
     dst: SocketAddrV4,
-    sock: UdpSocket,
-    /// DSCP currently set on the socket.
+    via: Via,
+    /// DSCP currently set on the socket (the kernel's UDP stack).
     dscp: Option<u8>,
     errors: SendErrors,
     tx: TxMatcher<Sent>,
@@ -79,9 +90,26 @@ struct FlowIo {
     tx_from_send: Histogram,
 }
 
+/// How a flow's packets leave.
+enum Via {
+    /// The kernel's UDP stack: the flow's connected socket.
+    Udp(UdpSocket),
+    /// Whole frames through the port of the interface the route leaves by
+    /// ([`hostio`]); the bound socket keeps the source port the flow's.
+    Frames {
+        port: hostio::Shared,
+        slot: hostio::Slot,
+        header: UdpFrameHeader,
+        /// The sequence number of the flow's next packet (the sender's own count).
+        next_seq: u64,
+        _bound: UdpSocket,
+    },
+}
+
 impl FlowIo {
-    /// Binds and connects the flow's socket; turns TX timestamps off for good
-    /// (`tx_ts`) when the socket cannot have them.
+    /// Binds the flow's socket and connects it, or opens the frame port of its route
+    /// (`live.io`); turns TX timestamps off for good (`tx_ts`) when the socket cannot
+    /// have them.
     fn open(ctx: &mut Ctx, lf: &LiveFlow, tx_ts: &mut bool) -> Result<FlowIo> {
         let node = &ctx.file.node;
         // nodefile::check_sender made sure these exist.
@@ -107,16 +135,23 @@ impl FlowIo {
                 lf.flow
             ))
         })?;
-        sock.connect(SocketAddr::V4(dst))
-            .map_err(|e| EnvError(format!("flow {}: cannot connect to {dst}: {e}", lf.flow)))?;
-        if *tx_ts && !enable_tx_timestamps(&sock) {
-            ctx.warn("software TX timestamps unavailable: no L_Tx figures");
-            *tx_ts = false;
-        }
+        let via = match ctx.file.live.io.and_then(super::frame_mode) {
+            Some(mode) => open_frames(ctx, lf, dst, sock, mode, *tx_ts)?,
+            None => {
+                sock.connect(SocketAddr::V4(dst)).map_err(|e| {
+                    EnvError(format!("flow {}: cannot connect to {dst}: {e}", lf.flow))
+                })?;
+                if *tx_ts && !enable_tx_timestamps(&sock) {
+                    ctx.warn("software TX timestamps unavailable: no L_Tx figures");
+                    *tx_ts = false;
+                }
+                Via::Udp(sock)
+            }
+        };
         Ok(FlowIo {
             id: lf.flow,
             dst,
-            sock,
+            via,
             dscp: None,
             errors: SendErrors::default(),
             tx: TxMatcher::new(TX_RING),
@@ -125,19 +160,66 @@ impl FlowIo {
         })
     }
 
-    /// Sends `payload` with `dscp`; `false` when the socket refused it (counted).
-    fn send(&mut self, dscp: u8, payload: &[u8]) -> Result<bool> {
-        if self.dscp != Some(dscp) {
-            self.sock.set_dscp(dscp).context("setting the DSCP mark")?;
-            self.dscp = Some(dscp);
+    /// How the flow's packets leave: `udp` or the port's mode.
+    fn io_name(&self) -> &'static str {
+        match &self.via {
+            Via::Udp(_) => "udp",
+            Via::Frames { port, .. } => lock(port).mode().name(),
         }
-        match self.sock.send(payload) {
-            Ok(_) => Ok(true),
+    }
+
+    /// Sends `payload` with `dscp` (a frame port: queues its frame in the port's
+    /// batch); `false` when the socket refused it or the frame could not be written
+    /// (counted).
+    fn send(&mut self, dscp: u8, payload: &[u8]) -> Result<bool> {
+        let (port, slot, header, next_seq) = match &mut self.via {
+            Via::Udp(sock) => {
+                if self.dscp != Some(dscp) {
+                    sock.set_dscp(dscp).context("setting the DSCP mark")?;
+                    self.dscp = Some(dscp);
+                }
+                return match sock.send(payload) {
+                    Ok(_) => Ok(true),
+                    Err(e) => {
+                        self.errors.count(&e);
+                        Ok(false)
+                    }
+                };
+            }
+            Via::Frames {
+                port,
+                slot,
+                header,
+                next_seq,
+                ..
+            } => (port, *slot, &*header, next_seq),
+        };
+        match lock(port).queue(slot, *next_seq, header, dscp, payload) {
+            Ok(true) => {
+                *next_seq += 1;
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
             Err(e) => {
                 self.errors.count(&e);
                 Ok(false)
             }
         }
+    }
+
+    /// Sends the frames queued in the flow's port; returns how many of this flow's
+    /// frames the device did not take since the last call (counted as send errors).
+    fn flush(&mut self) -> Result<u64> {
+        let Via::Frames { port, slot, .. } = &self.via else {
+            return Ok(0);
+        };
+        let mut p = lock(port);
+        if let Err(e) = p.flush() {
+            self.errors.count(&e);
+        }
+        let refused = p.take_refused(*slot);
+        self.errors.count_queue_full(refused);
+        Ok(refused)
     }
 
     /// Remembers a sent packet for its TX timestamp (id: the flow's sequence
@@ -151,23 +233,47 @@ impl FlowIo {
 
     /// Takes the TX timestamps queued now; returns how many.
     fn drain(&mut self, map: &ClockMap, csv: &mut Option<SampleWriter>) -> Result<u64> {
+        if let Via::Frames { port, slot, .. } = &self.via {
+            let (port, slot) = (port.clone(), *slot);
+            let mut row_err = None;
+            let n = lock(&port)
+                .timestamps(slot, &mut |seq, sw| {
+                    if let Err(e) = self.matched(map, csv, seq as u32, sw) {
+                        row_err.get_or_insert(e);
+                    }
+                })
+                .context("reading TX timestamps")?;
+            return row_err.map_or(Ok(n), Err);
+        }
         let mut n = 0;
         while n <= TX_RING as u64 {
-            let ts = match self.sock.poll_tx_timestamp() {
+            let Via::Udp(sock) = &self.via else { break };
+            let ts = match sock.poll_tx_timestamp() {
                 Ok(Some(ts)) => ts,
                 Ok(None) => break,
                 Err(e) => return Err(e).context("reading TX timestamps"),
             };
             n += 1;
-            let Some((s, sw)) = self.tx.on_timestamp(ts.id, ts.software) else {
-                continue;
-            };
-            let tx = to_node_clock(map, sw);
-            self.l_tx.record(tx.saturating_sub(s.t_wake));
-            self.tx_from_send.record(tx.saturating_sub(s.t_send));
-            write_row(csv, self.id, &s, Some(tx))?;
+            self.matched(map, csv, ts.id, ts.software)?;
         }
         Ok(n)
+    }
+
+    /// A TX timestamp for the packet sent under `id`: its figures and its row.
+    fn matched(
+        &mut self,
+        map: &ClockMap,
+        csv: &mut Option<SampleWriter>,
+        id: u32,
+        sw: Option<lockstep_core::Instant>,
+    ) -> Result<()> {
+        let Some((s, sw)) = self.tx.on_timestamp(id, sw) else {
+            return Ok(());
+        };
+        let tx = to_node_clock(map, sw);
+        self.l_tx.record(tx.saturating_sub(s.t_wake));
+        self.tx_from_send.record(tx.saturating_sub(s.t_send));
+        write_row(csv, self.id, &s, Some(tx))
     }
 
     /// Rows of packets whose timestamp never came, in sequence order; returns how
@@ -181,6 +287,87 @@ impl FlowIo {
         }
         Ok(left + self.tx.counts().evicted)
     }
+}
+
+/// The shared port, also after a thread holding it panicked.
+fn lock(port: &hostio::Shared) -> std::sync::MutexGuard<'_, hostio::SendPort> {
+    port.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A flow sent as whole frames: the route to `dst` from the socket's address, the
+/// next hop's MAC, the interface's shared port in `mode`.
+fn open_frames(
+    ctx: &mut Ctx,
+    lf: &LiveFlow,
+    dst: SocketAddrV4,
+    sock: UdpSocket,
+    mode: IoMode,
+    tx_ts: bool,
+) -> Result<Via> {
+    let src = match sock.local_addr() {
+        Ok(SocketAddr::V4(a)) => a,
+        other => {
+            return Err(EnvError(format!(
+                "flow {}: no IPv4 source address: {other:?}",
+                lf.flow
+            ))
+            .into())
+        }
+    };
+    let hop = route::resolve(*dst.ip(), Some(*src.ip()))
+        .map_err(|e| EnvError(format!("flow {}: live.io {mode}: {e}", lf.flow)))?;
+    let ifname = hop.route.ifname.clone();
+    let env = |e: &dyn std::fmt::Display| EnvError(format!("flow {}: {ifname}: {e}", lf.flow));
+    let src_mac = iface::mac(&ifname).map_err(|e| env(&e))?;
+    let frame = hostio::frame_len(lf.size as usize);
+    let mtu = iface::mtu(&ifname).map_err(|e| env(&e))? as usize;
+    if frame > mtu + 14 {
+        return Err(UsageError(format!(
+            "flow {}: live.flows size {} B makes {frame}-byte frames, more than the MTU of {ifname} ({mtu} B) carries (the kernel's UDP stack would fragment them; a frame port does not): use io = \"udp\" or a smaller size",
+            lf.flow, lf.size
+        ))
+        .into());
+    }
+    let setup = PortSetup {
+        buffer: 4 << 20,
+        qdisc_bypass: ctx.file.live.qdisc_bypass,
+        rx_timestamps: false,
+        tx_timestamps: tx_ts,
+        until_start: false,
+    };
+    let (port, notes) = hostio::send_port(&ifname, mode, &setup, frame).map_err(|e| {
+        if e.is_permission() {
+            env(&format!(
+                "{e} (frames are written raw: run it as root or with CAP_NET_RAW)"
+            ))
+        } else {
+            env(&e)
+        }
+    })?;
+    for n in notes {
+        ctx.warn(n);
+    }
+    let slot = lock(&port).add_flow();
+    ctx.progress(&format!(
+        "flow {}: {} frames out of {ifname} to {} ({}), next hop of {dst}",
+        lf.flow,
+        lock(&port).mode(),
+        hop.via,
+        iface::format_mac(&hop.mac)
+    ));
+    let header = UdpFrameHeader {
+        src_mac: EthernetAddress(src_mac),
+        dst_mac: EthernetAddress(hop.mac),
+        src,
+        dst,
+    };
+    Ok(Via::Frames {
+        port,
+        slot,
+        header,
+        next_seq: 0,
+        _bound: sock,
+    })
 }
 
 fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
@@ -552,6 +739,10 @@ impl Driver {
                 f.note_sent(sent, &mut self.csv)?;
             }
         }
+        // A frame port sends its batch now (a full batch has left already).
+        for f in &mut self.flows {
+            self.send_errors += f.flush()?;
+        }
         Ok(())
     }
 
@@ -654,6 +845,9 @@ impl Driver {
             serde_json::to_value(&summaries).unwrap_or(Value::Null),
         );
         extra.insert("mark".into(), Value::Bool(mark));
+        let mut io: Vec<&str> = self.flows.iter().map(FlowIo::io_name).collect();
+        io.dedup();
+        extra.insert("io".into(), Value::String(io.join(",")));
         let lines = vec![
             ("sent", c.sent.to_string()),
             (

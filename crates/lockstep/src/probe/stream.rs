@@ -657,6 +657,11 @@ impl SendErrors {
             }
         }
     }
+    /// `n` frames a full device queue (or transmit ring) did not take.
+    pub(crate) fn count_queue_full(&mut self, n: u64) {
+        self.enobufs += n;
+    }
+
     pub(crate) fn total(&self) -> u64 {
         self.enobufs + self.eagain + self.refused + self.other
     }
