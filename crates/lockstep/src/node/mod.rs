@@ -164,9 +164,9 @@ pub(crate) fn frame_mode(io: NodeIo) -> Option<lockstep_linux::port::IoMode> {
 
 /// `--io` over `live.io` over the role's default, written into `live.io` (the result
 /// document's config shows what was used); a mode the role cannot use is refused.
-fn apply_io(args: &NodeArgs, file: &mut NodeFile) -> Result<(), UsageError> {
+fn apply_io(io: Option<NodeIo>, file: &mut NodeFile) -> Result<(), UsageError> {
     let role = file.node.role;
-    if let Some(io) = args.io {
+    if let Some(io) = io {
         io.check_role(role)
             .map_err(|m| UsageError(format!("--io {io}: {m}")))?;
         file.live.io = Some(io);
@@ -177,14 +177,14 @@ fn apply_io(args: &NodeArgs, file: &mut NodeFile) -> Result<(), UsageError> {
 
 /// [`apply_io`] for a node of a group (several `--config`): `--io` is the routers'
 /// (how the lab sets their ports); a sender among them keeps its file's `live.io`.
-fn group_io(args: &NodeArgs, file: &mut NodeFile) -> Result<(), UsageError> {
+fn group_io(io: Option<NodeIo>, file: &mut NodeFile) -> Result<(), UsageError> {
     if file.node.role == Role::Sender {
         file.live
             .io
             .get_or_insert(NodeIo::default_for(Role::Sender));
         return Ok(());
     }
-    apply_io(args, file)
+    apply_io(io, file)
 }
 
 /// `--io`: one of the node I/O modes.
@@ -412,7 +412,7 @@ pub fn run(args: NodeArgs) -> Result<()> {
         Some(url) => from_controller(path, url, args.name.as_deref())?,
     };
     let mut file = file;
-    apply_io(&args, &mut file)?;
+    apply_io(args.io, &mut file)?;
     let started_at = crate::report::rfc3339_now();
     let clock = file.live.clock;
     lockstep_linux::clock::check(clock).map_err(|e| EnvError(e.to_string()))?;
@@ -520,7 +520,7 @@ fn run_group(args: &NodeArgs) -> Result<()> {
             ))
             .into());
         }
-        group_io(args, &mut file)?;
+        group_io(args.io, &mut file)?;
         if let Some(other) = files.iter().find(|f| f.node.name == file.node.name) {
             return Err(UsageError(format!(
                 "{}: node.name: \"{}\" is given twice (result files are named after nodes)",
@@ -808,6 +808,55 @@ pub(crate) fn csv(
 mod tests {
     use super::*;
     use lockstep_linux::host::SyncFacts;
+
+    const SENDER: &str = r#"[node]
+name = "tx"
+id = 2
+role = "sender"
+
+[node.frame]
+tf = "1ms"
+k = 4
+
+[[node.ports]]
+id = 1
+ifname = "tx0"
+mac = "02:00:00:00:01:02"
+addr = "10.0.1.2"
+prefix_len = 24
+rate_bps = 1000000000
+
+[[node.flows]]
+id = 1
+out_port = 1
+rows = [{ slot = 1, packets = 1, size = 256 }]
+
+[live]
+strategy = "sleep"
+
+[[live.flows]]
+flow = 1
+dst = "10.0.2.2:7000"
+size = 200
+"#;
+
+    /// `--io` of a process running several nodes sets the routers' ports: a sender
+    /// among them keeps its own `live.io` (by default the kernel's UDP stack), while
+    /// on its own it takes `--io`.
+    #[test]
+    fn io_of_a_group_is_the_routers() {
+        let path = std::path::Path::new("tx.toml");
+        let parse = |text: &str| lockstep_plan::nodefile::parse(path, text).unwrap();
+        let mut plain = parse(SENDER);
+        group_io(Some(NodeIo::Xdp), &mut plain).unwrap();
+        assert_eq!(plain.live.io, Some(NodeIo::Udp));
+        let mut own = parse(&SENDER.replace("[live]\n", "[live]\nio = \"packet\"\n"));
+        group_io(Some(NodeIo::Xdp), &mut own).unwrap();
+        assert_eq!(own.live.io, Some(NodeIo::Packet));
+        let mut alone = parse(SENDER);
+        apply_io(Some(NodeIo::Xdp), &mut alone).unwrap();
+        assert_eq!(alone.live.io, Some(NodeIo::Xdp));
+    }
 
     fn host(synchronized: bool, esterror_ns: i64) -> HostFacts {
         HostFacts {
