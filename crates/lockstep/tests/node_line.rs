@@ -987,6 +987,19 @@ fn an_edge_router_follows_the_controllers_table() {
     drop(scratch);
 }
 
+/// The node's result names `io` as its mode, or, for `xdp` on a kernel without
+/// `AF_XDP`, the packet socket it fell back to (said, not failed).
+fn check_io_used(test: &str, who: &str, node: &Value, io: &str) {
+    if io == "xdp" && node["io"] == "packet" {
+        eprintln!(
+            "{test}: no AF_XDP here, the {who} used the packet socket: {}",
+            node["warnings"]
+        );
+    } else {
+        assert_eq!(node["io"], io, "{node}");
+    }
+}
+
 /// A sender writing whole frames (`--io` packet, ring-v2, xdp) through a TDP core
 /// router to a receiver on the kernel's UDP stack: every packet arrives, and every
 /// frame that reached the router is what the UDP stack would have sent — Ethernet
@@ -1011,14 +1024,7 @@ fn a_sender_writing_frames_delivers_what_the_udp_stack_would() {
         };
         check_tdp(&r);
         assert_eq!(r.receiver["io"], "udp");
-        if io == "xdp" && r.sender["io"] == "packet" {
-            eprintln!(
-                "{test}: no AF_XDP here, the sender used the packet socket: {}",
-                r.sender["warnings"]
-            );
-        } else {
-            assert_eq!(r.sender["io"], io, "{}", r.sender);
-        }
+        check_io_used(&test, "sender", &r.sender, io);
         let sent = u(&r.sender["counters"]["sent"]);
         // every packet was timed, as on the UDP path
         assert_eq!(
@@ -1116,14 +1122,7 @@ fn a_receiver_taking_frames_gets_every_packet() {
         };
         check_tdp(&r);
         assert_eq!(r.sender["io"], "udp");
-        if io == "xdp" && r.receiver["io"] == "packet" {
-            eprintln!(
-                "{test}: no AF_XDP here, the receiver used the packet socket: {}",
-                r.receiver["warnings"]
-            );
-        } else {
-            assert_eq!(r.receiver["io"], io, "{}", r.receiver);
-        }
+        check_io_used(&test, "receiver", &r.receiver, io);
         let d = &r.receiver["frame_drops"];
         assert_eq!(u(&d["bad_checksum"]) + u(&d["malformed"]), 0, "{d}");
         // every frame had the kernel's RX time
