@@ -78,9 +78,57 @@ fn line_delivers_every_packet_whichever_process_the_sender_is_in() {
     }
 }
 
+/// The same checks with the sender writing whole frames through AF_XDP (the packet
+/// socket where the kernel lacks it) and the receiver taking them from a packet
+/// socket (`[[node]] io`): each reports the mode it used.
+#[test]
+fn line_delivers_every_packet_with_hosts_on_frame_ports() {
+    if !common::lab::can_run("lab_line (hosts on frame ports)") {
+        return;
+    }
+    let text = std::fs::read_to_string(scenario()).expect("scenarios/line.toml");
+    let base =
+        std::env::temp_dir().join(format!("lockstep-lab-line-hostio-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).expect("a scratch directory");
+    let file = base.join("line.toml");
+    let edited = text
+        .replacen(
+            "role = \"sender\"\n",
+            "role = \"sender\"\nio = \"xdp\"\n",
+            1,
+        )
+        .replacen(
+            "role = \"receiver\"\n",
+            "role = \"receiver\"\nio = \"packet\"\n",
+            1,
+        );
+    assert_ne!(edited, text, "line.toml has a sender and a receiver");
+    std::fs::write(&file, edited).expect("the edited scenario");
+    let out = base.join("out");
+    // each run's directory (FIFO and TDP) holds every node's result
+    let modes = |run: &Path| {
+        let (tx, rx) = (json(&run.join("tx.json")), json(&run.join("rx.json")));
+        assert!(
+            tx["io"] == "xdp" || tx["io"] == "packet",
+            "{}: {}",
+            run.display(),
+            tx["io"]
+        );
+        assert_eq!(rx["io"], "packet", "{}", run.display());
+    };
+    run_and_check_with(&file, &out, None, &modes);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// Runs `scenario` (line, edited or not) into `dir` and checks its results;
 /// `senders`: where the scenario says the sender runs, checked from the files.
 fn run_and_check(scenario: &Path, dir: &Path, senders: Option<&str>) {
+    run_and_check_with(scenario, dir, senders, &|_| {});
+}
+
+/// [`run_and_check`], with `more` checking each run's directory too.
+fn run_and_check_with(scenario: &Path, dir: &Path, senders: Option<&str>, more: &dyn Fn(&Path)) {
     let dir = dir.to_path_buf();
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
@@ -143,6 +191,7 @@ fn run_and_check(scenario: &Path, dir: &Path, senders: Option<&str>) {
     for run in runs {
         let label = run["label"].as_str().unwrap_or("");
         let run_dir = dir.join(run["dir"].as_str().unwrap_or(""));
+        more(&run_dir);
         let flow = &run["flows"][0];
         assert_eq!(flow["flow"], "ctl");
         let sent = u(flow, &["sent"]);

@@ -991,6 +991,7 @@ pub fn plan(s: &Scenario, run: &RunSpec) -> Result<Plan, ScenarioError> {
                     cpu: spec.cpu,
                     priority: spec.priority.or(s.priority),
                     coalesce: spec.coalesce,
+                    io: spec.io,
                     flows: live_flows,
                     samples: bind.is_some(),
                     // the nodes its flows' packets cross (hop records name them)

@@ -26,9 +26,11 @@
 //! [[node]]
 //! name = "tx"
 //! role = "sender"            # sender | edge | core | receiver
-//! # optional: strategy, cpu = 1, priority = 50 (this node only), and for routers
+//! # optional: strategy, cpu = 1, priority = 50 (this node only), for routers
 //! # coalesce = "20us" (after a wake-up that found frames, sleep this long before
-//! # taking frames again: fewer wake-ups under load, up to that much more residence)
+//! # taking frames again: fewer wake-ups under load, up to that much more residence),
+//! # for senders and receivers io = "udp" (default: the kernel's UDP stack) |
+//! # "packet" | "ring" | "ring-v2" | "xdp" (whole frames through a frame port)
 //!
 //! [[link]]
 //! between = ["tx", "r1"]
@@ -67,6 +69,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::ops::Range;
 
+use crate::nodefile::NodeIo;
 use lockstep_core::net::Prefix;
 use lockstep_core::sched::WaitStrategy;
 use lockstep_core::tdp::{Role, SlipAction};
@@ -288,6 +291,8 @@ struct RawNode {
     priority: Option<Spanned<i64>>,
     #[serde(default)]
     coalesce: Option<Spanned<String>>,
+    #[serde(default)]
+    io: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -520,7 +525,28 @@ pub struct NodeSpec {
     pub priority: Option<i32>,
     /// Routers: how long to hold off taking frames after a busy wake-up.
     pub coalesce: Option<Duration>,
+    /// Senders and receivers: how they move their packets (none: the kernel's UDP
+    /// stack). The routers' mode is the lab's `--io`.
+    pub io: Option<NodeIo>,
     pub loc: Loc,
+}
+
+/// A `[[node]]`'s `io`: a sender's or receiver's way of moving its packets (a
+/// router's is the lab's `--io`).
+fn host_io(v: &Spanned<String>, role: Role) -> Result<NodeIo, String> {
+    if matches!(role, Role::Edge | Role::Core) {
+        return Err(
+            "a router's ports move frames as `lab run --io` says (xdp by default): io is for senders and receivers"
+                .to_string(),
+        );
+    }
+    NodeIo::parse(v.get_ref()).ok_or_else(|| {
+        format!(
+            "expected one of {}, got \"{}\"",
+            NodeIo::NAMES.join(", "),
+            v.get_ref()
+        )
+    })
 }
 
 impl NodeSpec {
@@ -1255,6 +1281,10 @@ impl Scenario {
                     Some(d)
                 }
             };
+            let io = match &n.io {
+                None => None,
+                Some(v) => Some(host_io(v, role).map_err(|m| c.err(v, &f("io"), m))?),
+            };
             by_name.insert(name.clone(), nodes.len());
             nodes.push(NodeSpec {
                 name,
@@ -1263,6 +1293,7 @@ impl Scenario {
                 cpu,
                 priority,
                 coalesce,
+                io,
                 loc: Loc::new(&n.name, f("name")),
             });
         }

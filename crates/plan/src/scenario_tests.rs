@@ -784,3 +784,31 @@ fn a_router_may_coalesce_and_the_plan_carries_it() {
         "t.toml:14:12: node[1].coalesce: 5ms is outside 0..=1ms"
     );
 }
+
+#[test]
+fn hosts_may_move_frames_and_the_plan_carries_it() {
+    let text = edit("role = \"sender\"", "role = \"sender\"\nio = \"xdp\"");
+    let s = Scenario::parse("t.toml", &text).unwrap();
+    assert_eq!(s.nodes[0].io, Some(crate::nodefile::NodeIo::Xdp));
+    let runs = s.runs();
+    let p = crate::plan::plan(&s, &runs[0]).unwrap();
+    let tx = p.node("tx").unwrap().config.as_ref().unwrap();
+    assert_eq!(tx.live.io, Some(crate::nodefile::NodeIo::Xdp));
+    // without it, the node file leaves the choice to the node (udp for hosts)
+    let plain = Scenario::parse("t.toml", BASE).unwrap();
+    let p = crate::plan::plan(&plain, &plain.runs()[0]).unwrap();
+    assert_eq!(p.node("tx").unwrap().config.as_ref().unwrap().live.io, None);
+    let rx = edit("role = \"receiver\"", "role = \"receiver\"\nio = \"ring\"");
+    assert!(Scenario::parse("t.toml", &rx).is_ok());
+    assert_eq!(
+        err(&edit(
+            "role = \"sender\"",
+            "role = \"sender\"\nio = \"dpdk\""
+        )),
+        "t.toml:10:6: node[0].io: expected one of udp, packet, ring, ring-v2, xdp, got \"dpdk\""
+    );
+    assert_eq!(
+        err(&edit("role = \"core\"", "role = \"core\"\nio = \"xdp\"")),
+        "t.toml:14:6: node[1].io: a router's ports move frames as `lab run --io` says (xdp by default): io is for senders and receivers"
+    );
+}
