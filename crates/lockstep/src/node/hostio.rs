@@ -11,8 +11,9 @@
 //! earlier than it leaves. Frames the device queue does not take are counted per
 //! flow (`send_errors.enobufs`); they are not sent again. TX timestamps, when on,
 //! are asked for every frame (as the UDP path stamps every datagram); the port
-//! numbers them across its flows, and [`SendPort`] hands each to its flow by the
-//! flow's sequence number.
+//! numbers them across its flows (matched to their frames by the core's
+//! [`TxMatcher`]), and [`SendPort`] hands each to its flow by the flow's sequence
+//! number.
 //!
 //! Receiving ([`RecvPort`]): a port on the interface that has the receiver's address
 //! takes every frame; those that are UDP to the receiver's address and port with
@@ -23,6 +24,7 @@
 use std::net::SocketAddrV4;
 use std::sync::{Arc, Mutex, Weak};
 
+use lockstep_core::measure::txmatch::TxMatcher;
 use lockstep_core::wire::udpframe::{
     self, FrameDrop, FrameDrops, L4Checksum, UdpFrameHeader, OVERHEAD,
 };
@@ -57,9 +59,10 @@ pub(crate) struct SendPort {
     lens: Vec<usize>,
     owners: Vec<(usize, u64)>,
     stamp: bool,
-    /// Stamped frames not yet timestamped: (flow slot, seq), the first with id `first_id`.
-    stamped: std::collections::VecDeque<(usize, u64)>,
-    first_id: u32,
+    /// Stamped frames waiting for their TX timestamps, by id: (flow slot, seq).
+    stamped: TxMatcher<(usize, u64)>,
+    /// The id the port gives the next stamped frame that leaves.
+    next_id: u32,
     /// Per flow: timestamps taken for it (seq, software time), frames refused.
     inbox: Vec<Vec<(u64, Option<Instant>)>>,
     refused: Vec<u64>,
@@ -94,8 +97,8 @@ pub(crate) fn send_port(
         lens: Vec::with_capacity(BATCH_MAX),
         owners: Vec::with_capacity(BATCH_MAX),
         stamp: setup.tx_timestamps,
-        stamped: std::collections::VecDeque::new(),
-        first_id: 0,
+        stamped: TxMatcher::new(STAMPED_MAX),
+        next_id: 0,
         inbox: Vec::new(),
         refused: Vec::new(),
     }));
@@ -190,24 +193,25 @@ impl SendPort {
     }
 
     /// Empties the batch: what left waits for its TX timestamp, what was refused is
-    /// counted (a refused frame that used up an id keeps its place, for no flow).
+    /// counted (a refused frame that used up an id waits for nothing).
     fn settle(&mut self, fate: &[Fate]) {
         for (&(slot, seq), f) in self.owners.iter().zip(fate) {
-            let waits = match *f {
-                Fate::Left => Some((slot, seq)),
+            let id_used = match *f {
+                Fate::Left => {
+                    if self.stamp {
+                        self.stamped.note_sent(self.next_id, (slot, seq));
+                    }
+                    true
+                }
                 Fate::Refused { id_used } => {
                     if let Some(r) = self.refused.get_mut(slot) {
                         *r += 1;
                     }
-                    id_used.then_some((usize::MAX, 0))
+                    id_used
                 }
             };
-            if let (true, Some(w)) = (self.stamp, waits) {
-                if self.stamped.len() == STAMPED_MAX {
-                    self.stamped.pop_front();
-                    self.first_id = self.first_id.wrapping_add(1);
-                }
-                self.stamped.push_back(w);
+            if self.stamp && id_used {
+                self.next_id = self.next_id.wrapping_add(1);
             }
         }
         self.lens.clear();
@@ -233,23 +237,15 @@ impl SendPort {
         let SendPort {
             port,
             stamped,
-            first_id,
             inbox,
             ..
         } = self;
         // bounded: at most every stamped frame, a batch at a time
         for _ in 0..=STAMPED_MAX / BATCH_MAX {
             let taken = port.tx_timestamps(&mut |ts| {
-                let ahead = ts.id.wrapping_sub(*first_id) as usize;
-                if ahead >= stamped.len() {
-                    return;
-                }
-                // the frames before it got none; they stay unmatched
-                stamped.drain(..ahead);
-                *first_id = ts.id.wrapping_add(1);
-                if let Some((s, seq)) = stamped.pop_front() {
+                if let Some(((s, seq), sw)) = stamped.on_timestamp(ts.id, Some(ts.software)) {
                     if let Some(b) = inbox.get_mut(s) {
-                        b.push((seq, ts.software));
+                        b.push((seq, sw));
                     }
                 }
             })?;
@@ -519,8 +515,8 @@ mod tests {
             lens: Vec::new(),
             owners: Vec::new(),
             stamp: true,
-            stamped: Default::default(),
-            first_id: 0,
+            stamped: TxMatcher::new(STAMPED_MAX),
+            next_id: 0,
             inbox: Vec::new(),
             refused: Vec::new(),
         }
@@ -593,6 +589,6 @@ mod tests {
         assert_eq!(sp.lens.len(), 1);
         sp.flush().unwrap();
         assert!(sp.lens.is_empty());
-        assert!(sp.stamped.is_empty());
+        assert_eq!(sp.stamped.waiting(), 0);
     }
 }
