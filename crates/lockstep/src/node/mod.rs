@@ -809,51 +809,26 @@ mod tests {
     use super::*;
     use lockstep_linux::host::SyncFacts;
 
-    const SENDER: &str = r#"[node]
-name = "tx"
-id = 2
-role = "sender"
-
-[node.frame]
-tf = "1ms"
-k = 4
-
-[[node.ports]]
-id = 1
-ifname = "tx0"
-mac = "02:00:00:00:01:02"
-addr = "10.0.1.2"
-prefix_len = 24
-rate_bps = 1000000000
-
-[[node.flows]]
-id = 1
-out_port = 1
-rows = [{ slot = 1, packets = 1, size = 256 }]
-
-[live]
-strategy = "sleep"
-
-[[live.flows]]
-flow = 1
-dst = "10.0.2.2:7000"
-size = 200
-"#;
+    /// The node file the lab plans for mesh4's sender s1234.
+    fn sender_file() -> NodeFile {
+        let s = lockstep_plan::scenario::Scenario::parse("mesh4.toml", crate::lab::MESH4).unwrap();
+        let p = lockstep_plan::plan::plan(&s, &s.runs()[0]).unwrap();
+        p.node("s1234").unwrap().config.clone().unwrap()
+    }
 
     /// `--io` of a process running several nodes sets the routers' ports: a sender
     /// among them keeps its own `live.io` (by default the kernel's UDP stack), while
     /// on its own it takes `--io`.
     #[test]
     fn io_of_a_group_is_the_routers() {
-        let path = std::path::Path::new("tx.toml");
-        let parse = |text: &str| lockstep_plan::nodefile::parse(path, text).unwrap();
-        let mut plain = parse(SENDER);
+        let mut plain = sender_file();
         group_io(Some(NodeIo::Xdp), &mut plain).unwrap();
         assert_eq!(plain.live.io, Some(NodeIo::Udp));
-        let mut own = parse(&SENDER.replace("[live]\n", "[live]\nio = \"packet\"\n"));
+        let mut own = sender_file();
+        own.live.io = Some(NodeIo::Packet);
         group_io(Some(NodeIo::Xdp), &mut own).unwrap();
         assert_eq!(own.live.io, Some(NodeIo::Packet));
-        let mut alone = parse(SENDER);
+        let mut alone = sender_file();
         apply_io(Some(NodeIo::Xdp), &mut alone).unwrap();
         assert_eq!(alone.live.io, Some(NodeIo::Xdp));
     }
