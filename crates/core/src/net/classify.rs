@@ -273,14 +273,19 @@ impl Classifier {
 
     /// The flow of the first rule that matches, if any.
     pub fn classify(&self, tuple: &FiveTuple) -> Option<u32> {
+        self.first_match(tuple).map(|i| self.rules[i].flow)
+    }
+
+    /// The index (in [`Classifier::rules`]) of the first rule that matches, if any.
+    pub fn first_match(&self, tuple: &FiveTuple) -> Option<usize> {
         let hit = self.exact.get(tuple).copied();
         let limit = hit.unwrap_or(usize::MAX);
         self.others
             .iter()
-            .take_while(|&&i| i < limit)
-            .find(|&&i| self.rules[i].matches(tuple))
-            .or(hit.as_ref())
-            .map(|&i| self.rules[i].flow)
+            .copied()
+            .take_while(|&i| i < limit)
+            .find(|&i| self.rules[i].matches(tuple))
+            .or(hit)
     }
 
     pub fn rules(&self) -> &[Rule] {

@@ -14,10 +14,12 @@ use thiserror::Error;
 
 pub mod classify;
 pub mod neigh;
+pub mod nexthop;
 pub mod route;
 
 pub use classify::{Classifier, FiveTuple, Rule};
 pub use neigh::{NeighbourError, NeighbourTable};
+pub use nexthop::NextHopCache;
 pub use route::{Route, RouteError, RouteTable};
 
 /// Longest network namespace name lockstep accepts.

@@ -1,7 +1,7 @@
 //! The wire and net names the node uses, in one place.
 
 pub use crate::net::{
-    Classifier, FiveTuple, NeighbourTable, PortId, Prefix, Route, RouteTable, Rule,
+    Classifier, FiveTuple, NeighbourTable, NextHopCache, PortId, Prefix, Route, RouteTable, Rule,
 };
 pub use crate::wire::checksum;
 pub use crate::wire::{

@@ -103,7 +103,8 @@ use super::config::{BestEffortConfig, FlowConfig, Mode, NodeConfig, Role, SlipAc
 use super::counters::{FlowCounters, NodeCounters, PortCounters};
 use super::deps::{
     checksum, Classifier, EtherType, EthernetAddress, EthernetFrame, FiveTuple, Ipv4Packet,
-    NeighbourTable, PortId, Prefix, Route, RouteTable, Rule, UdpPacket, DISCARD_PORT, PROTO_UDP,
+    NeighbourTable, NextHopCache, PortId, Prefix, Route, RouteTable, Rule, UdpPacket, DISCARD_PORT,
+    PROTO_UDP,
 };
 pub use super::event::{DropReason, NodeEvent, ProbeTag, SlipOutcome, SlipReason, EVENT_CAPACITY};
 use super::marking::{classify, InputTracker, Mark};
@@ -294,8 +295,12 @@ pub struct Node {
     addrs: Vec<Ipv4Addr>,
     flows: Vec<FlowState>,
     flow_by_id: FxHashMap<u32, usize>,
+    /// The flow (index into `flows`) of each classifier rule.
+    flow_of_rule: Vec<Option<usize>>,
     routes: RouteTable,
     neigh: NeighbourTable,
+    /// The route and neighbour tables' answers for recent (destination, TTL) pairs.
+    nexthop: NextHopCache,
     classifier: Classifier,
     has_rules: bool,
     best_effort: BestEffortConfig,
@@ -365,6 +370,7 @@ impl Node {
         let Node {
             flows: mut new_flows,
             flow_by_id,
+            flow_of_rule,
             classifier,
             has_rules,
             counters: fresh_counters,
@@ -391,6 +397,7 @@ impl Node {
         }
         self.flows = new_flows;
         self.flow_by_id = flow_by_id;
+        self.flow_of_rule = flow_of_rule;
         self.classifier = classifier;
         self.has_rules = has_rules;
         self.counters.flows = counters;
@@ -676,22 +683,16 @@ impl Node {
         if parsed.ttl <= 1 {
             return Err((InDrop::TtlExpired, p));
         }
-        let Some(route) = self.routes.lookup(parsed.dst, parsed.ttl) else {
-            return Err((InDrop::NoRoute, p));
-        };
-        let next_hop = route.next_hop.unwrap_or(parsed.dst);
-        let Some(out) = self.port_index(route.port) else {
-            return Err((InDrop::NoRoute, p));
-        };
-        let Some(dst_mac) = self.neigh.lookup(next_hop) else {
-            return Err((InDrop::NoNeighbour, p));
+        let (out, dst_mac) = match self.next_hop(parsed.dst, parsed.ttl) {
+            Ok(v) => v,
+            Err(why) => return Err((why, p)),
         };
         if parsed.whole {
             if let Some(t) = &parsed.tuple {
                 p.flow = self
                     .classifier
-                    .classify(t)
-                    .and_then(|id| self.flow_by_id.get(&id).copied());
+                    .first_match(t)
+                    .and_then(|r| self.flow_of_rule.get(r).copied().flatten());
             }
         }
         if rewrite_forward(p.buf.as_mut_slice(), self.ports[out].mac, dst_mac).is_err() {
@@ -731,6 +732,20 @@ impl Node {
     }
 
     /// Edge: the flow's next reserved frame with room, or policing.
+    /// The output port index and next-hop MAC for `dst` at `ttl`: from the cache,
+    /// or from the route and neighbour tables (and then cached).
+    fn next_hop(&mut self, dst: Ipv4Addr, ttl: u8) -> Result<(usize, EthernetAddress), InDrop> {
+        if let Some(hit) = self.nexthop.get(dst, ttl) {
+            return Ok(hit);
+        }
+        let route = self.routes.lookup(dst, ttl).ok_or(InDrop::NoRoute)?;
+        let next_hop = route.next_hop.unwrap_or(dst);
+        let out = self.port_index(route.port).ok_or(InDrop::NoRoute)?;
+        let mac = self.neigh.lookup(next_hop).ok_or(InDrop::NoNeighbour)?;
+        self.nexthop.put(dst, ttl, out, mac);
+        Ok((out, mac))
+    }
+
     fn edge_admit(&mut self, now: i64, fi: usize, mut p: Pending) {
         let out = self.flows[fi].out;
         let frame = if p.ip_len > self.flows[fi].max_size {
@@ -1711,6 +1726,10 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         ..NodeCounters::default()
     };
     let has_rules = !rules.is_empty();
+    let flow_of_rule = rules
+        .iter()
+        .map(|r| flow_by_id.get(&r.flow).copied())
+        .collect();
     Ok(Node {
         clock,
         clock_id: LearnedClock::default(),
@@ -1719,8 +1738,10 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         ports,
         flows,
         flow_by_id,
+        flow_of_rule,
         routes,
         neigh,
+        nexthop: NextHopCache::default(),
         classifier: Classifier::new(rules),
         has_rules,
         best_effort: config.best_effort.clone(),

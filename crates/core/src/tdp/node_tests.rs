@@ -385,6 +385,39 @@ fn a_ttl_route_sends_one_pass_of_a_looping_flow_elsewhere() {
     assert_eq!(ttls(1), [39]);
 }
 
+#[test]
+fn cached_next_hops_keep_ttl_routes_and_misses_apart() {
+    let mut config = core_config();
+    config.routes.push(Route {
+        prefix: "10.0.9.5/32".parse().unwrap(),
+        port: PortId(1),
+        next_hop: Some(ip(10, 0, 1, 2)),
+        ttl: Some(40),
+    });
+    let mut sim = one(config);
+    // three passes of the same TTLs: the second and third are answered from the
+    // next-hop cache and must go where the first went; an unknown destination
+    // between them is never cached as an answer
+    let mut t = 10_000;
+    for _ in 0..3 {
+        for ttl in [41, 40, 39] {
+            sim.inject(t, 0, 1, Udp::to(dst(), 5000).ttl(ttl).frame(b"x"));
+            sim.inject(t + 1, 0, 1, Udp::to(ip(192, 168, 0, 1), 1).ttl(ttl).frame(b"z"));
+            t += 10_000;
+        }
+    }
+    sim.run_until(TF);
+    let ttls = |port| -> Vec<u8> {
+        sim.sent_by(0, port)
+            .iter()
+            .map(|s| look(&s.bytes).ttl)
+            .collect()
+    };
+    assert_eq!(ttls(2), [40, 38, 40, 38, 40, 38]);
+    assert_eq!(ttls(1), [39, 39, 39]);
+    assert_eq!(sim.nodes[0].counters().no_route, 9);
+}
+
 // ----- rewrite ----------------------------------------------------------------
 
 #[test]
