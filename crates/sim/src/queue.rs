@@ -29,6 +29,10 @@ pub const RING: usize = 4096;
 /// A bucket's deque is kept for reuse up to this many events (a burst — every
 /// router's frame start at one instant — does not pin its size in every bucket).
 const KEEP: usize = 256;
+/// Larger deques kept aside for the next burst (a large network's frame starts come
+/// every frame: without them each burst grows a deque from `KEEP` again, copying
+/// its events at every doubling).
+const SPARE_BIG: usize = 4;
 
 struct Item<E> {
     at: i64,
@@ -129,6 +133,8 @@ pub struct EventQueue<E> {
     peak: usize,
     /// Whether `cursor` has been placed (at the first event).
     placed: bool,
+    /// Empty deques of more than `KEEP` slots, for buckets that fill past it.
+    spare_big: Vec<VecDeque<Item<E>>>,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -143,6 +149,7 @@ impl<E> Default for EventQueue<E> {
             seq: 0,
             peak: 0,
             placed: false,
+            spare_big: Vec::new(),
         }
     }
 }
@@ -155,7 +162,15 @@ impl<E> EventQueue<E> {
     /// Files an event of bucket `b` (`cursor < b < cursor + RING`) in the ring.
     fn put_in_ring(&mut self, b: i64, item: Item<E>) {
         let slot = Self::slot(b);
-        self.ring[slot].push_back(item);
+        let events = &mut self.ring[slot];
+        if events.len() == events.capacity() && events.len() >= KEEP {
+            // full past KEEP: continue in a large spare instead of doubling
+            if let Some(mut big) = self.spare_big.pop() {
+                big.extend(events.drain(..));
+                std::mem::swap(events, &mut big);
+            }
+        }
+        events.push_back(item);
         self.occupied.set(slot);
         self.near += 1;
     }
@@ -214,7 +229,10 @@ impl<E> EventQueue<E> {
         // the emptied deque serves the bucket that now enters the ring
         std::mem::swap(&mut self.current, events);
         if events.capacity() > KEEP {
-            *events = VecDeque::new();
+            let big = std::mem::take(events);
+            if self.spare_big.len() < SPARE_BIG {
+                self.spare_big.push(big);
+            }
         }
     }
 
@@ -302,6 +320,33 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| q.pop_until(10)).collect();
         assert_eq!(got, [(1, "a"), (1, "b"), (5, "c"), (5, "d")]);
         assert_eq!(q.peak(), 4);
+    }
+
+    #[test]
+    fn bursts_past_the_kept_size_stay_in_order_on_spare_deques() {
+        let mut q = EventQueue::default();
+        let n = 5 * KEEP as u32;
+        // a burst per frame, as every router's frame start gives: each one larger
+        // than a bucket keeps, filed while the clock is in an earlier bucket
+        for burst in 0..(2 * SPARE_BIG as i64) {
+            let at = 1_000 + burst * 1_000_000;
+            q.push(at - 1_000, u32::MAX);
+            for e in 0..n {
+                // two instants in the bucket, pushed alternately
+                q.push(at + i64::from(e % 2), e);
+            }
+            assert_eq!(q.pop_until(at - 1), Some((at - 1_000, u32::MAX)));
+            let got: Vec<_> = std::iter::from_fn(|| q.pop_until(at + 1)).collect();
+            let want: Vec<_> = (0..n)
+                .filter(|e| e % 2 == 0)
+                .map(|e| (at, e))
+                .chain((0..n).filter(|e| e % 2 == 1).map(|e| (at + 1, e)))
+                .collect();
+            assert_eq!(got, want, "burst {burst}");
+            assert!(q.is_empty());
+        }
+        assert!(q.spare_big.len() <= SPARE_BIG);
+        assert!(!q.spare_big.is_empty());
     }
 
     #[test]
