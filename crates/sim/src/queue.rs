@@ -200,8 +200,12 @@ impl<E> EventQueue<E> {
             // the bucket being taken from: in order, after every event of the same
             // time already there (usually at or near the end)
             let key = item.key();
-            let i = self.current.partition_point(|x| x.key() < key);
-            self.current.insert(i, item);
+            if self.current.back().is_none_or(|x| x.key() < key) {
+                self.current.push_back(item);
+            } else {
+                let i = self.current.partition_point(|x| x.key() < key);
+                self.current.insert(i, item);
+            }
             self.near += 1;
         } else {
             self.put_in_ring(b, item);
@@ -229,7 +233,10 @@ impl<E> EventQueue<E> {
         // the emptied deque serves the bucket that now enters the ring
         std::mem::swap(&mut self.current, events);
         if events.capacity() > KEEP {
-            let big = std::mem::take(events);
+            let mut big = std::mem::take(events);
+            // empty already; clearing puts its start back at slot 0, so the burst it
+            // takes next lies in one piece and sorts without being moved first
+            big.clear();
             if self.spare_big.len() < SPARE_BIG {
                 self.spare_big.push(big);
             }

@@ -402,7 +402,12 @@ fn cached_next_hops_keep_ttl_routes_and_misses_apart() {
     for _ in 0..3 {
         for ttl in [41, 40, 39] {
             sim.inject(t, 0, 1, Udp::to(dst(), 5000).ttl(ttl).frame(b"x"));
-            sim.inject(t + 1, 0, 1, Udp::to(ip(192, 168, 0, 1), 1).ttl(ttl).frame(b"z"));
+            sim.inject(
+                t + 1,
+                0,
+                1,
+                Udp::to(ip(192, 168, 0, 1), 1).ttl(ttl).frame(b"z"),
+            );
             t += 10_000;
         }
     }
