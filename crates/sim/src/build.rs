@@ -224,14 +224,13 @@ fn add_loads(
         let Kind::Host(h) = &mut src.kind else {
             return Err(node_err(from, "a load source must be a host"));
         };
-        h.sources.push(Cbr {
-            src_port: 8000u16.saturating_add(l.index as u16),
-            dst: l.dst,
+        h.sources.push(Cbr::new(
+            8000u16.saturating_add(l.index as u16),
+            l.dst,
             size,
-            period_ns: period.max(1),
-            next_ns: opts.start_ns,
-            sent: 0,
-        });
+            period.max(1),
+            opts.start_ns,
+        ));
         if let Kind::Host(h) = &mut nodes[l.to].kind {
             h.sinks.push((l.dst.port(), 0));
         }

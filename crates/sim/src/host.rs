@@ -39,6 +39,9 @@ pub struct FlowAddr {
     pub dst: SocketAddrV4,
 }
 
+/// The flow id a load source's probes carry (no receiver measures it).
+const LOAD_FLOW_ID: u32 = 1000;
+
 /// A constant-rate best-effort source (the lab's `probe stream` or iperf3 load).
 #[derive(Clone, Debug)]
 pub struct Cbr {
@@ -49,6 +52,25 @@ pub struct Cbr {
     pub period_ns: i64,
     pub next_ns: i64,
     pub sent: u64,
+    /// The payload every datagram carries (an empty probe of `size` bytes).
+    payload: Vec<u8>,
+}
+
+impl Cbr {
+    /// A source of `size`-byte datagrams every `period_ns` from `start_ns`.
+    pub fn new(src_port: u16, dst: SocketAddrV4, size: u32, period_ns: i64, start_ns: i64) -> Cbr {
+        let payload = lockstep_core::tdp::host::probe_buffer(LOAD_FLOW_ID, size)
+            .unwrap_or_else(|_| vec![0; size as usize]);
+        Cbr {
+            src_port,
+            dst,
+            size,
+            period_ns,
+            next_ns: start_ns,
+            sent: 0,
+            payload,
+        }
+    }
 }
 
 /// What a host is.
@@ -138,10 +160,15 @@ impl Host {
         }
         for c in &mut self.sources {
             while c.next_ns <= now {
-                let payload = lockstep_core::tdp::host::probe_buffer(1000, c.size)
-                    .unwrap_or_else(|_| vec![0; c.size as usize]);
                 let src = SocketAddrV4::new(iface.addr, c.src_port);
-                out.push(udp_frame_in(spare.take(), &iface, src, c.dst, 0, &payload));
+                out.push(udp_frame_in(
+                    spare.take(),
+                    &iface,
+                    src,
+                    c.dst,
+                    0,
+                    &c.payload,
+                ));
                 c.sent += 1;
                 c.next_ns = c.next_ns.saturating_add(c.period_ns.max(1));
             }
