@@ -398,6 +398,9 @@ impl TraceSession {
             let v = if before == "1" { "1" } else { "0" };
             note(write_file(path, v.as_bytes()));
         }
+        // The size is put back by writing it: a kernel that rounds sizes to whole
+        // ring-buffer pages reads back the rounded size (6.18: 1408 → 1410), and a
+        // buffer that had never been used (`7 (expanded: 1408)`) stays allocated.
         if let Some(kb) = saved.buffer_size_kb {
             note(write_file(
                 &self.dir.join("buffer_size_kb"),
