@@ -359,42 +359,41 @@ fn one(config: NodeConfig) -> Sim {
 
 // ----- routing on the TTL ------------------------------------------------------
 
-#[test]
-fn a_ttl_route_sends_one_pass_of_a_looping_flow_elsewhere() {
+/// A core router on which 10.0.9.5, normally behind port 2, leaves on port 1 for a
+/// packet arriving with TTL 40 (the last pass round a ring).
+fn ttl_routed() -> Sim {
     let mut config = core_config();
-    // 10.0.9.5 normally lies behind port 2; a packet arriving with TTL 40 leaves on
-    // port 1 instead (the last pass round a ring)
     config.routes.push(Route {
         prefix: "10.0.9.5/32".parse().unwrap(),
         port: PortId(1),
         next_hop: Some(ip(10, 0, 1, 2)),
         ttl: Some(40),
     });
-    let mut sim = one(config);
+    one(config)
+}
+
+/// The TTLs of what node 0 sent on `port`, in order.
+fn sent_ttls(sim: &Sim, port: u16) -> Vec<u8> {
+    sim.sent_by(0, port)
+        .iter()
+        .map(|s| look(&s.bytes).ttl)
+        .collect()
+}
+
+#[test]
+fn a_ttl_route_sends_one_pass_of_a_looping_flow_elsewhere() {
+    let mut sim = ttl_routed();
     for (t, ttl) in [(10_000, 41), (20_000, 40), (30_000, 39)] {
         sim.inject(t, 0, 1, Udp::to(dst(), 5000).ttl(ttl).frame(b"x"));
     }
     sim.run_until(TF);
-    let ttls = |port| -> Vec<u8> {
-        sim.sent_by(0, port)
-            .iter()
-            .map(|s| look(&s.bytes).ttl)
-            .collect()
-    };
-    assert_eq!(ttls(2), [40, 38]);
-    assert_eq!(ttls(1), [39]);
+    assert_eq!(sent_ttls(&sim, 2), [40, 38]);
+    assert_eq!(sent_ttls(&sim, 1), [39]);
 }
 
 #[test]
 fn cached_next_hops_keep_ttl_routes_and_misses_apart() {
-    let mut config = core_config();
-    config.routes.push(Route {
-        prefix: "10.0.9.5/32".parse().unwrap(),
-        port: PortId(1),
-        next_hop: Some(ip(10, 0, 1, 2)),
-        ttl: Some(40),
-    });
-    let mut sim = one(config);
+    let mut sim = ttl_routed();
     // three passes of the same TTLs: the second and third are answered from the
     // next-hop cache and must go where the first went; an unknown destination
     // between them is never cached as an answer
@@ -402,24 +401,14 @@ fn cached_next_hops_keep_ttl_routes_and_misses_apart() {
     for _ in 0..3 {
         for ttl in [41, 40, 39] {
             sim.inject(t, 0, 1, Udp::to(dst(), 5000).ttl(ttl).frame(b"x"));
-            sim.inject(
-                t + 1,
-                0,
-                1,
-                Udp::to(ip(192, 168, 0, 1), 1).ttl(ttl).frame(b"z"),
-            );
+            let nowhere = Udp::to(ip(192, 168, 0, 1), 1).ttl(ttl).frame(b"z");
+            sim.inject(t + 1, 0, 1, nowhere);
             t += 10_000;
         }
     }
     sim.run_until(TF);
-    let ttls = |port| -> Vec<u8> {
-        sim.sent_by(0, port)
-            .iter()
-            .map(|s| look(&s.bytes).ttl)
-            .collect()
-    };
-    assert_eq!(ttls(2), [40, 38, 40, 38, 40, 38]);
-    assert_eq!(ttls(1), [39, 39, 39]);
+    assert_eq!(sent_ttls(&sim, 2), [40, 38, 40, 38, 40, 38]);
+    assert_eq!(sent_ttls(&sim, 1), [39, 39, 39]);
     assert_eq!(sim.nodes[0].counters().no_route, 9);
 }
 
