@@ -731,7 +731,6 @@ impl Node {
         Ok(())
     }
 
-    /// Edge: the flow's next reserved frame with room, or policing.
     /// The output port index and next-hop MAC for `dst` at `ttl`: from the cache,
     /// or from the route and neighbour tables (and then cached).
     fn next_hop(&mut self, dst: Ipv4Addr, ttl: u8) -> Result<(usize, EthernetAddress), InDrop> {
@@ -746,6 +745,7 @@ impl Node {
         Ok((out, mac))
     }
 
+    /// Edge: the flow's next reserved frame with room, or policing.
     fn edge_admit(&mut self, now: i64, fi: usize, mut p: Pending) {
         let out = self.flows[fi].out;
         let frame = if p.ip_len > self.flows[fi].max_size {
