@@ -164,8 +164,10 @@ impl<E> EventQueue<E> {
         let slot = Self::slot(b);
         let events = &mut self.ring[slot];
         if events.len() == events.capacity() && events.len() >= KEEP {
-            // full past KEEP: continue in a large spare instead of doubling
-            if let Some(mut big) = self.spare_big.pop() {
+            // full past KEEP: continue in a larger spare instead of doubling
+            let n = events.len();
+            if let Some(i) = self.spare_big.iter().position(|b| b.capacity() > n) {
+                let mut big = self.spare_big.swap_remove(i);
                 big.extend(events.drain(..));
                 std::mem::swap(events, &mut big);
             }
