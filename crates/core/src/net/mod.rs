@@ -1,6 +1,7 @@
 //! What a lockstep router decides per packet, without touching the packet: where it
 //! goes ([`route`]), which MAC address reaches the next hop ([`neigh`]), and which
-//! reserved flow it belongs to ([`classify`]).
+//! reserved flow it belongs to ([`classify`]); [`nexthop`] keeps the route and
+//! neighbour tables' recent answers, so a router's next packet of a flow asks one slot.
 //!
 //! All tables are static (built from the node config) and answer lookups without
 //! allocating, so they can sit on the forwarding path.
