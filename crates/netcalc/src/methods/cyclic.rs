@@ -212,6 +212,98 @@ fn shaped(
     Err(diverges())
 }
 
+/// Rounds of the line-shaped iteration between two tries of a certificate in
+/// [`converges`].
+const CERTIFY_EVERY: usize = 32;
+
+/// Whether the fixed point of [`delays`] exists (`None` once `stop` says so), for a
+/// caller that needs the answer, not the bounds. The same iteration as [`shaped`],
+/// but every [`CERTIFY_EVERY`] rounds it extrapolates where the increments lead and
+/// tests that point `P` ([`certified`]): when `F(P) ≤ P` under an hour, the
+/// iteration from zero can never pass `P` (`F` only grows with `D`, and so does the
+/// rounding up to the grid), so it settles on the grid below it. The answer is then
+/// yes without the thousands of rounds a network just below its load limit needs
+/// (and also where the plain iteration would have stopped at [`MAX_ROUNDS`]); a no
+/// takes the plain iteration's way.
+pub(super) fn converges(
+    net: &Network,
+    paths: &[Vec<usize>],
+    line_shaping: bool,
+    stop: &dyn Fn() -> bool,
+) -> Option<bool> {
+    if !(line_shaping || net.servers.iter().any(|s| s.shaper.is_some())) {
+        return match affine(net, paths, stop) {
+            Ok(Some(_)) => Some(true),
+            Ok(None) => None,
+            Err(_) => Some(false),
+        };
+    }
+    let (step, hour) = (grid(), Q::int(3600));
+    let mut d = vec![Q::zero(); net.servers.len()];
+    let mut before: Vec<f64> = Vec::new();
+    for r in 1..=MAX_ROUNDS {
+        if stop() {
+            return None;
+        }
+        let Some(next) = round(net, paths, line_shaping, &d) else {
+            return Some(false); // a server is overloaded
+        };
+        let next: Vec<Q> = next.iter().map(|x| x.ceil_to(&step)).collect();
+        if next.iter().any(|x| x > &hour) {
+            return Some(false);
+        }
+        if next == d {
+            return Some(true);
+        }
+        let inc: Vec<Q> = next.iter().zip(&d).map(|(a, b)| a.sub_ref(b)).collect();
+        d = next;
+        if r % CERTIFY_EVERY == 0 && certified(net, paths, line_shaping, &d, &inc, &before) {
+            return Some(true);
+        }
+        if r % CERTIFY_EVERY == CERTIFY_EVERY - 1 {
+            before = inc.iter().map(Q::to_f64).collect();
+        }
+    }
+    Some(false)
+}
+
+/// Whether `P = d + k·inc` is a certificate of convergence: `F(P)`, rounded up to
+/// the grid, at most `P` on every server, and `P` under an hour. `k` sums the
+/// geometric tail of increments shrinking at their largest ratio to the ones of the
+/// round `before` (twice over, for margin); increments that stopped shrinking give
+/// no point. The ratio is only an estimate: the test itself is exact.
+fn certified(
+    net: &Network,
+    paths: &[Vec<usize>],
+    line_shaping: bool,
+    d: &[Q],
+    inc: &[Q],
+    before: &[f64],
+) -> bool {
+    let ratio = inc
+        .iter()
+        .zip(before)
+        .filter(|(_, b)| **b > 0.0)
+        .map(|(i, b)| i.to_f64() / b)
+        .fold(0.0f64, f64::max);
+    // (a NaN ratio is not below 1 either)
+    if ratio.partial_cmp(&1.0) != Some(std::cmp::Ordering::Less) {
+        return false;
+    }
+    let k = Q::int((2.0 * ratio / (1.0 - ratio)).ceil().min(1e9) as i64 + 1);
+    let point: Vec<Q> = d
+        .iter()
+        .zip(inc)
+        .map(|(v, i)| v.add_ref(&i.mul_ref(&k)))
+        .collect();
+    let (step, hour) = (grid(), Q::int(3600));
+    if point.iter().any(|x| x > &hour) {
+        return false;
+    }
+    round(net, paths, line_shaping, &point)
+        .is_some_and(|f| f.iter().zip(&point).all(|(x, p)| &x.ceil_to(&step) <= p))
+}
+
 /// `F(D)`: each server's delay bound given the others' `d`; `None` when a server is
 /// overloaded.
 fn round(net: &Network, paths: &[Vec<usize>], line_shaping: bool, d: &[Q]) -> Option<Vec<Q>> {

@@ -61,11 +61,7 @@ pub fn divergence(
         return Ok(None);
     }
     let paths = cyclic::paths(net)?;
-    let converges = |s: &Q| match cyclic::delays(&scaled(net, s), &paths, line_shaping, stop) {
-        Ok(Some(_)) => Some(true),
-        Ok(None) => None,
-        Err(_) => Some(false),
-    };
+    let converges = |s: &Q| cyclic::converges(&scaled(net, s), &paths, line_shaping, stop);
     if converges(&Q::one()) != Some(false) {
         return Ok(None);
     }

@@ -372,3 +372,47 @@ fn only_the_servers_on_a_cycle_count_and_a_converging_network_has_no_divergence(
         None
     );
 }
+
+/// Two loops through one server s1 (s0 s1 s0 s1 s0 s1 and s2 s1 s2 s1 s2 s1), every
+/// flow at `rate`, packets of 2: line shaping caps what each of s1's two upstream
+/// servers passes on, but together they can still exceed s1's rate.
+fn two_loops(rate: i64) -> Network {
+    let mut net = tandem(3, Multiplexing::Fifo, &[]);
+    let flow = |name: &str, a: usize| Flow {
+        name: name.into(),
+        path: (0..6)
+            .map(|h| format!("s{}", if h % 2 == 0 { a } else { 1 }))
+            .collect(),
+        rate: i(rate),
+        burst: i(25),
+        peak: None,
+        max_packet: Some(i(2)),
+        deadline: None,
+    };
+    net.flows = vec![flow("fa", 0), flow("fb", 2)];
+    net
+}
+
+#[test]
+fn the_certified_convergence_test_answers_as_the_line_shaped_iteration() {
+    // near its threshold the line-shaped iteration creeps for many rounds; the test
+    // with certificates must give the iteration's own answer on both sides of it
+    let net = two_loops(3);
+    let paths = cyclic::paths(&net).unwrap();
+    let d = diverge::divergence(&net, true, &|| false).unwrap().unwrap();
+    assert_eq!(d.scale, q(995, 1000));
+    let step = q(1, diverge::SCALE_STEPS.into());
+    for s in [
+        q(1, 2),
+        q(9, 10),
+        d.scale.clone(),
+        d.scale.add_ref(&step),
+        Q::one(),
+    ] {
+        let at = diverge::scaled(&net, &s);
+        let plain = cyclic::delays(&at, &paths, true, &|| false).is_ok();
+        let quick = cyclic::converges(&at, &paths, true, &|| false);
+        assert_eq!(quick, Some(plain), "scale {s}");
+        assert_eq!(plain, s <= d.scale, "scale {s}");
+    }
+}
