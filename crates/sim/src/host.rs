@@ -47,13 +47,11 @@ const LOAD_FLOW_ID: u32 = 1000;
 pub struct Cbr {
     pub src_port: u16,
     pub dst: SocketAddrV4,
-    /// UDP payload bytes.
-    pub size: u32,
     pub period_ns: i64,
     pub next_ns: i64,
     pub sent: u64,
-    /// The payload every datagram carries (an empty probe of `size` bytes).
-    payload: Vec<u8>,
+    /// The UDP payload every datagram carries (an empty probe).
+    pub payload: Vec<u8>,
 }
 
 impl Cbr {
@@ -64,7 +62,6 @@ impl Cbr {
         Cbr {
             src_port,
             dst,
-            size,
             period_ns,
             next_ns: start_ns,
             sent: 0,

@@ -61,12 +61,10 @@ pub fn shape_loads(
             return Err(err("the host has no source for it".into()));
         };
         let cbr = h.sources.remove(i);
-        let payload = lockstep_core::tdp::host::probe_buffer(1000, cbr.size)
-            .unwrap_or_else(|_| vec![0; cbr.size as usize]);
         let src = ShapedSource::new(
             cbr.src_port,
             cbr.dst,
-            payload,
+            cbr.payload,
             sl.model,
             sl.pattern,
             start_ns,

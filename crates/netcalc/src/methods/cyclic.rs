@@ -73,10 +73,15 @@ pub(super) fn delays(
     line_shaping: bool,
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<Vec<Q>>, NoBound> {
-    if line_shaping || net.servers.iter().any(|s| s.shaper.is_some()) {
-        return shaped(net, paths, line_shaping, stop);
+    if shapes(net, line_shaping) {
+        return Ok(shaped(net, paths, line_shaping, false, stop)?.and_then(Settled::bounds));
     }
     affine(net, paths, stop)
+}
+
+/// Whether the fixed point is the line-shaped iteration's rather than the affine one's.
+fn shapes(net: &Network, line_shaping: bool) -> bool {
+    line_shaping || net.servers.iter().any(|s| s.shaper.is_some())
 }
 
 /// Why a fixed point gives no bound.
@@ -183,17 +188,28 @@ const MAX_ROUNDS: usize = 100_000;
 /// exact iteration converges to — or gives up after [`MAX_ROUNDS`] rounds or when a
 /// bound passes an hour. Once `stop` says so (asked every round) it gives nothing
 /// (`Ok(None)`): a round short of the fixed point bounds nothing.
+///
+/// With `certify`, for a caller that needs to know whether the fixed point exists
+/// but not the bounds, every [`CERTIFY_EVERY`] rounds it extrapolates where the
+/// increments lead and tests that point `P` ([`certified`]): when `F(P) ≤ P` under
+/// an hour, the iteration from zero can never pass `P` (`F` only grows with `D`, and
+/// so does the rounding up to the grid), so it would settle on the grid below it.
+/// It then ends with [`Settled::Certified`], without the thousands of rounds a
+/// network just below its load limit needs (and also where the plain iteration
+/// would have stopped at [`MAX_ROUNDS`]).
 fn shaped(
     net: &Network,
     paths: &[Vec<usize>],
     line_shaping: bool,
+    certify: bool,
     stop: &dyn Fn() -> bool,
-) -> Result<Option<Vec<Q>>, NoBound> {
+) -> Result<Option<Settled>, NoBound> {
     let n = net.servers.len();
     let step = grid();
     let hour = Q::int(3600);
     let mut d = vec![Q::zero(); n];
-    for _ in 0..MAX_ROUNDS {
+    let mut before: Vec<f64> = Vec::new();
+    for r in 1..=MAX_ROUNDS {
         if stop() {
             return Ok(None);
         }
@@ -205,66 +221,62 @@ fn shaped(
             break;
         }
         if next == d {
-            return Ok(Some(d));
+            return Ok(Some(Settled::Fixed(d)));
         }
+        let at = r % CERTIFY_EVERY;
+        let inc: Vec<Q> = match certify && (at == 0 || at == CERTIFY_EVERY - 1) {
+            true => next.iter().zip(&d).map(|(a, b)| a.sub_ref(b)).collect(),
+            false => Vec::new(),
+        };
         d = next;
+        if !inc.is_empty() && at == 0 && certified(net, paths, line_shaping, &d, &inc, &before) {
+            return Ok(Some(Settled::Certified));
+        }
+        if !inc.is_empty() && at == CERTIFY_EVERY - 1 {
+            before = inc.iter().map(Q::to_f64).collect();
+        }
     }
     Err(diverges())
 }
 
-/// Rounds of the line-shaped iteration between two tries of a certificate in
-/// [`converges`].
+/// How the line-shaped iteration ended.
+enum Settled {
+    /// At its fixed point on the grid: the delay bounds.
+    Fixed(Vec<Q>),
+    /// Proved to converge before it got there (only when asked to certify).
+    Certified,
+}
+
+impl Settled {
+    fn bounds(self) -> Option<Vec<Q>> {
+        match self {
+            Settled::Fixed(d) => Some(d),
+            Settled::Certified => None,
+        }
+    }
+}
+
+/// Rounds of the line-shaped iteration between two tries of a certificate.
 const CERTIFY_EVERY: usize = 32;
 
 /// Whether the fixed point of [`delays`] exists (`None` once `stop` says so), for a
-/// caller that needs the answer, not the bounds. The same iteration as [`shaped`],
-/// but every [`CERTIFY_EVERY`] rounds it extrapolates where the increments lead and
-/// tests that point `P` ([`certified`]): when `F(P) ≤ P` under an hour, the
-/// iteration from zero can never pass `P` (`F` only grows with `D`, and so does the
-/// rounding up to the grid), so it settles on the grid below it. The answer is then
-/// yes without the thousands of rounds a network just below its load limit needs
-/// (and also where the plain iteration would have stopped at [`MAX_ROUNDS`]); a no
-/// takes the plain iteration's way.
+/// caller that needs the answer, not the bounds: the line-shaped iteration stops as
+/// soon as a certificate proves it converges.
 pub(super) fn converges(
     net: &Network,
     paths: &[Vec<usize>],
     line_shaping: bool,
     stop: &dyn Fn() -> bool,
 ) -> Option<bool> {
-    if !(line_shaping || net.servers.iter().any(|s| s.shaper.is_some())) {
-        return match affine(net, paths, stop) {
-            Ok(Some(_)) => Some(true),
-            Ok(None) => None,
-            Err(_) => Some(false),
-        };
+    let answer = match shapes(net, line_shaping) {
+        true => shaped(net, paths, line_shaping, true, stop).map(|s| s.map(|_| ())),
+        false => affine(net, paths, stop).map(|d| d.map(|_| ())),
+    };
+    match answer {
+        Ok(Some(())) => Some(true),
+        Ok(None) => None,
+        Err(_) => Some(false),
     }
-    let (step, hour) = (grid(), Q::int(3600));
-    let mut d = vec![Q::zero(); net.servers.len()];
-    let mut before: Vec<f64> = Vec::new();
-    for r in 1..=MAX_ROUNDS {
-        if stop() {
-            return None;
-        }
-        let Some(next) = round(net, paths, line_shaping, &d) else {
-            return Some(false); // a server is overloaded
-        };
-        let next: Vec<Q> = next.iter().map(|x| x.ceil_to(&step)).collect();
-        if next.iter().any(|x| x > &hour) {
-            return Some(false);
-        }
-        if next == d {
-            return Some(true);
-        }
-        let inc: Vec<Q> = next.iter().zip(&d).map(|(a, b)| a.sub_ref(b)).collect();
-        d = next;
-        if r % CERTIFY_EVERY == 0 && certified(net, paths, line_shaping, &d, &inc, &before) {
-            return Some(true);
-        }
-        if r % CERTIFY_EVERY == CERTIFY_EVERY - 1 {
-            before = inc.iter().map(Q::to_f64).collect();
-        }
-    }
-    Some(false)
 }
 
 /// Whether `P = d + k·inc` is a certificate of convergence: `F(P)`, rounded up to
