@@ -34,6 +34,7 @@ pub mod margin;
 pub mod measure;
 pub mod names;
 pub mod net;
+pub mod prefetch;
 pub mod sched;
 pub mod shaper;
 pub mod stats;

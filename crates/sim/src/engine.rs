@@ -245,6 +245,24 @@ pub(crate) enum Ev {
     Fault(u32, bool),
 }
 
+impl Ev {
+    /// The node the event is for.
+    fn node(&self) -> Option<usize> {
+        match *self {
+            Ev::Wake(i) | Ev::Arrive(i, _, _) => Some(i as usize),
+            Ev::Fault(..) => None,
+        }
+    }
+}
+
+/// How many events ahead the engine starts loading a node's memory (see
+/// [`Engine::prefetch_ahead`]): four steps, one pointer level each.
+const PREFETCH_DISTANCE: usize = 4;
+/// From how many nodes on the engine prefetches: a small network stays in the
+/// cache, where the hints only cost instructions (mesh4's 14 nodes: 3–8 % slower
+/// with them; a 961-router grid, about 100 MB of state: about 10 % faster).
+const PREFETCH_FROM_NODES: usize = 1024;
+
 /// A fault the engine injects, on the simulated network's nodes and ports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SimFault {
@@ -310,6 +328,8 @@ pub struct Engine {
     now: i64,
     cpus: Cpus,
     faults: Vec<SimFault>,
+    /// Whether the network is large enough for [`Engine::prefetch_ahead`].
+    prefetch: bool,
 }
 
 impl Engine {
@@ -328,6 +348,7 @@ impl Engine {
             n.wake_at = Some(start);
             queue.push(start, Ev::Wake(i as u32));
         }
+        let prefetch = nodes.len() >= PREFETCH_FROM_NODES;
         Engine {
             nodes,
             queue,
@@ -337,6 +358,7 @@ impl Engine {
             now: start,
             cpus: Cpus::default(),
             faults: Vec::new(),
+            prefetch,
         }
     }
 
@@ -396,6 +418,7 @@ impl Engine {
         while let Some((t, ev)) = self.queue.pop_until(until) {
             self.now = t;
             self.stats.events += 1;
+            self.prefetch_ahead();
             match ev {
                 Ev::Wake(i) => self.wake(i as usize, t, on_delivery),
                 Ev::Arrive(i, port, buf) => self.arrive(i as usize, port, buf, t, on_delivery),
@@ -403,6 +426,42 @@ impl Engine {
             }
         }
         self.now = self.now.max(until);
+    }
+
+    /// Overlaps the memory latency of the next events with this one's work: the
+    /// nodes and packets a few events ahead are asked for (a hint that changes no
+    /// result), in steps that follow their pointers one level per event.
+    fn prefetch_ahead(&self) {
+        use lockstep_core::prefetch::prefetch;
+        if !self.prefetch {
+            return;
+        }
+        let far = PREFETCH_DISTANCE;
+        if let Some(ev) = self.queue.upcoming(far) {
+            if let Some(n) = ev.node().and_then(|i| self.nodes.get(i)) {
+                let base = (n as *const SimNode).cast::<u8>();
+                for line in 0..std::mem::size_of::<SimNode>().div_ceil(64) {
+                    prefetch(base.wrapping_add(line * 64));
+                }
+            }
+            if let Ev::Arrive(_, _, buf) = ev {
+                prefetch(buf.as_slice().as_ptr());
+            }
+        }
+        if let Some(Kind::Router(r)) = self.upcoming_kind(far - 1) {
+            r.prefetch_state();
+        }
+        if let Some(Kind::Router(r)) = self.upcoming_kind(far - 2) {
+            r.prefetch_tables();
+        }
+        if let Some(Kind::Router(r)) = self.upcoming_kind(far - 3) {
+            r.prefetch_queues();
+        }
+    }
+
+    fn upcoming_kind(&self, n: usize) -> Option<&Kind> {
+        let i = self.queue.upcoming(n)?.node()?;
+        self.nodes.get(i).map(|n| &n.kind)
     }
 
     fn arrive(

@@ -245,6 +245,13 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// The event `n` places after the earliest waiting one (0: the earliest), when
+    /// it is in the clock's bucket (what comes next at about this time; `None`
+    /// past the bucket, even when later buckets hold events).
+    pub fn upcoming(&self, n: usize) -> Option<&E> {
+        self.current.get(n).map(|i| &i.event)
+    }
+
     /// The earliest event, if it is due at or before `until`.
     pub fn pop_until(&mut self, until: i64) -> Option<(i64, E)> {
         loop {
@@ -329,6 +336,20 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| q.pop_until(10)).collect();
         assert_eq!(got, [(1, "a"), (1, "b"), (5, "c"), (5, "d")]);
         assert_eq!(q.peak(), 4);
+    }
+
+    #[test]
+    fn upcoming_looks_ahead_only_within_the_clock_bucket() {
+        let mut q = EventQueue::default();
+        for (at, e) in [(7, "a"), (7, "b"), (8, "c"), (5_000_000, "far")] {
+            q.push(at, e);
+        }
+        assert_eq!(q.pop_until(10), Some((7, "a")));
+        assert_eq!(q.upcoming(0), Some(&"b"));
+        assert_eq!(q.upcoming(1), Some(&"c"));
+        assert_eq!(q.upcoming(2), None, "the far event is in another bucket");
+        assert_eq!(q.pop_until(10), Some((7, "b")));
+        assert_eq!(q.upcoming(0), Some(&"c"));
     }
 
     #[test]

@@ -448,6 +448,46 @@ impl Node {
     }
 
     /// Gives a sent buffer back to the pool.
+    /// Asks the CPU to load the node's own fields a packet reads (a hint, see
+    /// [`crate::prefetch`]): the first of two steps before the node is handed a
+    /// packet or woken, a few events ahead.
+    pub fn prefetch_state(&self) {
+        use crate::prefetch::prefetch;
+        prefetch(&self.config.mode);
+        prefetch(&self.clock);
+        prefetch(&self.clock_id);
+        prefetch(&self.ports);
+        prefetch(&self.flows);
+        prefetch(&self.nexthop);
+        prefetch(&self.classifier);
+        prefetch(&self.pool);
+        prefetch(&self.counters.ports);
+        prefetch(&self.counters.frames);
+    }
+
+    /// The second step (after [`Node::prefetch_state`] has had time to arrive):
+    /// the tables those fields point to.
+    pub fn prefetch_tables(&self) {
+        use crate::prefetch::prefetch;
+        for p in self.ports.iter().take(8) {
+            prefetch(&p.id);
+            prefetch(&p.tracker);
+            prefetch(&p.queues);
+            prefetch(&p.be);
+        }
+        prefetch(self.counters.ports.as_ptr());
+        prefetch(self.flows.as_ptr());
+        prefetch(self.flow_of_rule.as_ptr());
+        prefetch(self.addrs.as_ptr());
+    }
+
+    /// The third step: the ports' queues.
+    pub fn prefetch_queues(&self) {
+        for p in self.ports.iter().take(8) {
+            p.queues.prefetch();
+        }
+    }
+
     pub fn recycle(&mut self, buf: PacketBuf) {
         self.pool.put(buf);
     }
