@@ -14,6 +14,7 @@ pub mod compare;
 pub mod gen;
 pub mod hostfile;
 pub mod paper;
+pub mod pipeline;
 pub mod run;
 pub mod shaped;
 

@@ -14,6 +14,7 @@ use lockstep_sim::{Engine, EngineStats, Kind, NodeEventSummary, SimOptions};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::pipeline::{pipelined, Measure};
 use super::{hostfile, paper, SimRunArgs};
 use crate::lab::faults::{self, FaultCheck, FaultVerdict};
 use crate::lab::results::{
@@ -291,6 +292,29 @@ fn packet_writers(p: &Plan, dir: Option<&Path>) -> Result<Vec<Option<PacketWrite
         .collect()
 }
 
+/// What a run measures of each delivered probe: its flow's statistics, the fault
+/// checks and the receiver's per-packet file (the first write error is kept).
+struct RunMeasure<'a> {
+    meter: FlowsMeter<'a>,
+    check: Option<FaultCheck>,
+    writers: Vec<Option<PacketWriter>>,
+    write_err: Option<anyhow::Error>,
+}
+
+impl Measure for RunMeasure<'_> {
+    fn add(&mut self, node: usize, d: &lockstep_core::tdp::Delivery) {
+        self.meter.add(d);
+        if let Some(c) = self.check.as_mut() {
+            c.add(d);
+        }
+        if let Some(Some(w)) = self.writers.get_mut(node) {
+            if let Err(e) = w.write(d) {
+                self.write_err.get_or_insert(e);
+            }
+        }
+    }
+}
+
 /// Runs one planned run and measures it; with `packets`, writes every receiver's
 /// per-packet file into that directory. `None` when a stop came while the simulated
 /// network was being built; a stop during the run ends it where it is
@@ -303,8 +327,7 @@ pub fn simulate(
     quiet: bool,
     packets: Option<&Path>,
 ) -> Result<Option<SimOutcome>> {
-    let mut writers = packet_writers(p, packets)?;
-    let mut write_err = None;
+    let writers = packet_writers(p, packets)?;
     let building = wall_ns();
     // building a big network cannot look at the stop flag
     let (bp, bo) = (p.clone(), opts.clone());
@@ -319,45 +342,47 @@ pub fn simulate(
     let none = BTreeMap::new();
     let inputs = flow_inputs(p, &none, &none);
     let tf_ns = p.run.tf.as_nanos();
-    let mut meter = FlowsMeter::new(&inputs, tf_ns, duration.as_nanos(), &ids, &tx);
-    let mut check =
-        (!p.faults.is_empty()).then(|| FaultCheck::new(faults::fault_flows(p, &inputs)));
+    let measure = RunMeasure {
+        meter: FlowsMeter::new(&inputs, tf_ns, duration.as_nanos(), &ids, &tx),
+        check: (!p.faults.is_empty()).then(|| FaultCheck::new(faults::fault_flows(p, &inputs))),
+        writers,
+        write_err: None,
+    };
     let started = wall_ns();
     let end = opts.start_ns.saturating_add(duration.as_nanos());
-    let mut shown = started;
-    let mut on_delivery = |i: usize, d: &lockstep_core::tdp::Delivery| {
-        meter.add(d);
-        if let Some(c) = check.as_mut() {
-            c.add(d);
-        }
-        if let Some(Some(w)) = writers.get_mut(i) {
-            if let Err(e) = w.write(d) {
-                write_err.get_or_insert(e);
+    let ((interrupted_at, sent), m) = pipelined(measure, |out| {
+        let mut on_delivery = |i: usize, d: &lockstep_core::tdp::Delivery| out.push(i, d);
+        let mut step = STEP_NS;
+        let mut shown = started;
+        let mut interrupted_at = None;
+        while e.now() < end {
+            if stop::stop_requested() {
+                interrupted_at = Some(Duration(e.now().saturating_sub(opts.start_ns)));
+                break;
+            }
+            let until = e.now().saturating_add(step).min(end);
+            let t = wall_ns();
+            e.run_until(until, &mut on_delivery);
+            step = next_step(step, wall_ns() - t, STEP_NS);
+            if !quiet && wall_ns() - shown >= 1_000_000_000 {
+                shown = wall_ns();
+                progress(prefix, &e, opts.start_ns, duration, shown - started);
             }
         }
-    };
-    let mut step = STEP_NS;
-    let mut interrupted_at = None;
-    while e.now() < end {
-        if stop::stop_requested() {
-            interrupted_at = Some(Duration(e.now().saturating_sub(opts.start_ns)));
-            break;
+        let sent = sent_per_flow(&e);
+        e.stop_sources();
+        if interrupted_at.is_none() {
+            e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
         }
-        let until = e.now().saturating_add(step).min(end);
-        let t = wall_ns();
-        e.run_until(until, &mut on_delivery);
-        step = next_step(step, wall_ns() - t, STEP_NS);
-        if !quiet && wall_ns() - shown >= 1_000_000_000 {
-            shown = wall_ns();
-            progress(prefix, &e, opts.start_ns, duration, shown - started);
-        }
-    }
-    let sent = sent_per_flow(&e);
-    e.stop_sources();
-    if interrupted_at.is_none() {
-        e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
-    }
+        (interrupted_at, sent)
+    });
     let wall = wall_ns() - started;
+    let RunMeasure {
+        meter,
+        check,
+        writers,
+        write_err,
+    } = m;
     if let Some(e) = write_err {
         return Err(e);
     }
