@@ -73,6 +73,7 @@ pub mod ethtool;
 pub mod host;
 pub mod iface;
 pub mod lockfile;
+pub mod malloc;
 pub mod netns;
 pub mod packet;
 pub mod poll;
