@@ -295,7 +295,9 @@ fn receiver_loss(w: &FlowWindow, d: &Delivery, last_frame: Option<i64>) -> Optio
     let arrived = d.kernel_rx_ns.unwrap_or(d.app_rx_ns);
     let read = d.app_rx_ns - arrived;
     let end = w.start(last + 1);
-    if read > w.late_ns && d.app_rx_ns > end {
+    // read late, or read after the frame it arrived in had ended: either way the
+    // time past the frame's end was the receiver's
+    if d.app_rx_ns > end && (read > w.late_ns || arrived <= end) {
         return Some((Cause::ReceiverLate, None, None, read));
     }
     if arrived > end {

@@ -148,6 +148,25 @@ fn a_receiver_that_read_late_is_named_when_every_hop_kept_time() {
 }
 
 #[test]
+fn a_packet_that_arrived_in_its_last_frame_and_was_read_after_it_is_the_receivers() {
+    // a synchronous sender (no gap): the window ends with the last router's frame
+    let w = FlowWindow {
+        gap: 0,
+        ..window()
+    };
+    let mut d = on_time();
+    d.kernel_rx_ns = Some(110 * TF - 5_000);
+    d.app_rx_ns = 110 * TF + 20_000;
+    let o = trace(&w, &d).expect("outside by 20 µs");
+    // read 25 µs after it arrived: less than a late wake-up, but past the frame's end
+    assert!(25_000 < w.late_ns);
+    assert_eq!(
+        (o.cause, o.hop, o.by_ns, o.outside_ns),
+        (Cause::ReceiverLate, None, 25_000, 20_000)
+    );
+}
+
+#[test]
 fn records_that_end_early_leave_it_unrecorded_and_unexplained() {
     let mut d = on_time();
     d.probe.hop_count = 2;
