@@ -62,15 +62,6 @@ fn main() -> ExitCode {
         Err(e) => return clap_error(e),
     };
     say::set_quiet(cli.quiet);
-    if matches!(
-        cli.command,
-        commands::Command::Sim(_) | commands::Command::Demo(_)
-    ) {
-        // a simulation is read, built, run and measured on several threads and its
-        // result made on this one: one allocation arena lets each reuse what the
-        // others freed (set before any thread allocates)
-        lockstep_linux::malloc::one_arena();
-    }
     if let Err(e) = lockstep_linux::signal::install_stop_handler() {
         eprintln!("lockstep: warning: cannot catch Ctrl-C and SIGTERM ({e}): a stop ends the process without its results");
     }

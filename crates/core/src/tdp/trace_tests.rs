@@ -150,10 +150,7 @@ fn a_receiver_that_read_late_is_named_when_every_hop_kept_time() {
 #[test]
 fn a_packet_that_arrived_in_its_last_frame_and_was_read_after_it_is_the_receivers() {
     // a synchronous sender (no gap): the window ends with the last router's frame
-    let w = FlowWindow {
-        gap: 0,
-        ..window()
-    };
+    let w = FlowWindow { gap: 0, ..window() };
     let mut d = on_time();
     d.kernel_rx_ns = Some(110 * TF - 5_000);
     d.app_rx_ns = 110 * TF + 20_000;

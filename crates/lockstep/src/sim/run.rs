@@ -416,7 +416,7 @@ pub fn simulate(
     if !quiet {
         progress(prefix, &e, opts.start_ns, duration, wall);
     }
-    Ok(Some(SimOutcome {
+    let outcome = SimOutcome {
         run: p.run.clone(),
         collected,
         stats: e.stats(),
@@ -431,7 +431,12 @@ pub fn simulate(
             .node_events()
             .map(|(n, s)| (n.to_string(), s.clone()))
             .collect(),
-    }))
+    };
+    // the network and the measuring's histograms were allocated on other threads,
+    // whose allocator arenas the result document cannot reuse: give their memory back
+    drop(e);
+    lockstep_linux::malloc::give_back();
+    Ok(Some(outcome))
 }
 
 fn progress(prefix: &str, e: &Engine, start: i64, duration: Duration, wall: i64) {
