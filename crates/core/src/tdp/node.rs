@@ -447,10 +447,10 @@ impl Node {
         self.pool.allocated()
     }
 
-    /// Gives a sent buffer back to the pool.
     /// Asks the CPU to load the node's own fields a packet reads (a hint, see
-    /// [`crate::prefetch`]): the first of two steps before the node is handed a
-    /// packet or woken, a few events ahead.
+    /// [`crate::prefetch`]): the first of three steps taken a few events before the
+    /// node is handed a packet or woken, each after the one before has had time to
+    /// arrive.
     pub fn prefetch_state(&self) {
         use crate::prefetch::prefetch;
         prefetch(&self.config.mode);
@@ -465,8 +465,7 @@ impl Node {
         prefetch(&self.counters.frames);
     }
 
-    /// The second step (after [`Node::prefetch_state`] has had time to arrive):
-    /// the tables those fields point to.
+    /// The second step: the tables the fields of [`Node::prefetch_state`] point to.
     pub fn prefetch_tables(&self) {
         use crate::prefetch::prefetch;
         for p in self.ports.iter().take(8) {
@@ -488,6 +487,7 @@ impl Node {
         }
     }
 
+    /// Gives a sent buffer back to the pool.
     pub fn recycle(&mut self, buf: PacketBuf) {
         self.pool.put(buf);
     }

@@ -179,13 +179,13 @@ impl<P> FrameQueues<P> {
         self.current = frame;
     }
 
-    /// Next packet to send in the current frame, first in first out.
     /// Asks the CPU for the queues' heads (a hint, see [`crate::prefetch`]).
     pub(crate) fn prefetch(&self) {
         crate::prefetch::prefetch(self.queues.as_ptr());
         crate::prefetch::prefetch(self.bytes.as_ptr());
     }
 
+    /// Next packet to send in the current frame, first in first out.
     pub fn pop(&mut self) -> Option<P> {
         let q = self.buf_curr;
         let p = self.queues[q].pop_front()?;

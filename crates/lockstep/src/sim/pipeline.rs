@@ -21,40 +21,45 @@ pub trait Measure: Send {
 type Batch = Vec<(usize, Delivery)>;
 
 /// The event loop's end of the pipeline.
-pub struct Deliveries<'m, M> {
-    batch: Batch,
-    to: Option<(SyncSender<Batch>, Receiver<Batch>)>,
-    /// The measuring itself when it runs in the loop.
-    inline: Option<&'m mut M>,
+pub enum Deliveries<'m, M> {
+    /// Batches for the measuring thread: the one being filled, where full ones go
+    /// and where emptied ones come back.
+    Thread {
+        batch: Batch,
+        full: SyncSender<Batch>,
+        empty: Receiver<Batch>,
+    },
+    /// The measuring itself, in the loop.
+    Inline(&'m mut M),
 }
 
 impl<M: Measure> Deliveries<'_, M> {
     /// A delivery of the receiver at node `node`.
     pub fn push(&mut self, node: usize, d: &Delivery) {
-        if let Some(m) = self.inline.as_mut() {
-            m.add(node, d);
-            return;
-        }
-        self.batch.push((node, *d));
-        if self.batch.len() >= BATCH {
-            self.flush();
+        match self {
+            Deliveries::Inline(m) => m.add(node, d),
+            Deliveries::Thread { batch, .. } => {
+                batch.push((node, *d));
+                if batch.len() >= BATCH {
+                    self.flush();
+                }
+            }
         }
     }
 
     fn flush(&mut self) {
-        let Some((full, empty)) = &self.to else {
+        let Deliveries::Thread { batch, full, empty } = self else {
             return;
         };
-        if self.batch.is_empty() {
+        if batch.is_empty() {
             return;
         }
         let next = empty
             .try_recv()
             .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-        let batch = std::mem::replace(&mut self.batch, next);
         // (the consumer only stops once this end is dropped, or by a panic that
         // the join below passes on)
-        let _ = full.send(batch);
+        let _ = full.send(std::mem::replace(batch, next));
     }
 }
 
@@ -80,10 +85,10 @@ pub fn pipelined<M: Measure, R>(
             Ok(h) => h,
             Err(back) => return inline(back, body),
         };
-        let mut d = Deliveries {
+        let mut d = Deliveries::Thread {
             batch: Vec::with_capacity(BATCH),
-            to: Some((full_tx, empty_rx)),
-            inline: None,
+            full: full_tx,
+            empty: empty_rx,
         };
         let r = body(&mut d);
         d.flush();
@@ -98,13 +103,7 @@ pub fn pipelined<M: Measure, R>(
 
 /// [`pipelined`] without a second thread: each delivery measured as it comes.
 fn inline<M: Measure, R>(mut measure: M, body: impl FnOnce(&mut Deliveries<'_, M>) -> R) -> (R, M) {
-    let mut d = Deliveries {
-        batch: Vec::new(),
-        to: None,
-        inline: Some(&mut measure),
-    };
-    let r = body(&mut d);
-    drop(d);
+    let r = body(&mut Deliveries::Inline(&mut measure));
     (r, measure)
 }
 
