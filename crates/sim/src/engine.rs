@@ -6,6 +6,13 @@
 //! late each wake-up is; each packet handled takes the node's processing time. A
 //! node that wants no timer and has no packet costs nothing.
 //!
+//! A quiet router (ideal host, no processing time, a CPU of its own) takes a
+//! packet the instant it arrives, and its wake-up is left out when all it would do
+//! is find nothing to send (a TDP router that queues a packet for a later frame);
+//! a timer asked for twice is queued once. Both keep every event in the place it
+//! had when each wake-up was queued, so a run is the same, with about half the
+//! events of a TDP network ([`Engine::ingest`]).
+//!
 //! Every router runs with its per-packet events on ([`Node::set_events`]); the
 //! engine drains them after each call into the node and keeps a
 //! [`NodeEventSummary`] per router (slips and drops by reason), read with
@@ -147,6 +154,12 @@ pub struct SimNode {
     pub down: bool,
     /// How many of its ports' links a fault holds down.
     links_down: u32,
+    /// The timer wake-up last queued for this router and not taken out yet: the
+    /// same wake-up asked for again is not queued twice.
+    timer_queued: Option<i64>,
+    /// A wake-up the engine did not queue, with the place in the order of events
+    /// it would have had (see [`Engine::ingest`]).
+    held: Option<(i64, u64)>,
 }
 
 impl SimNode {
@@ -168,6 +181,8 @@ impl SimNode {
             fresh: None,
             down: false,
             links_down: 0,
+            timer_queued: None,
+            held: None,
         }
     }
 
@@ -330,6 +345,9 @@ pub struct Engine {
     faults: Vec<SimFault>,
     /// Whether the network is large enough for [`Engine::prefetch_ahead`].
     prefetch: bool,
+    /// Whether quiet routers take packets without a queued wake-up
+    /// ([`Engine::ingest`]); off, every wake-up is queued.
+    ingest: bool,
 }
 
 impl Engine {
@@ -359,6 +377,7 @@ impl Engine {
             cpus: Cpus::default(),
             faults: Vec::new(),
             prefetch,
+            ingest: true,
         }
     }
 
@@ -381,6 +400,14 @@ impl Engine {
     /// what keeps a CPU busy). Without it each node has a CPU of its own.
     pub fn share_cpus(mut self, n: Option<u32>) -> Engine {
         self.cpus.free_at = vec![i64::MIN; n.unwrap_or(0) as usize];
+        self
+    }
+
+    /// Queues every wake-up a packet or a timer calls for, as the engine did
+    /// before its quiet routers took packets at once ([`Engine::ingest`]): the same
+    /// run with more events, for the tests that check exactly that.
+    pub fn queue_every_wakeup(mut self) -> Engine {
+        self.ingest = false;
         self
     }
 
@@ -484,6 +511,11 @@ impl Engine {
         }
         let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
         let earlier = n.wake_at.is_none_or(|w| at < w);
+        if earlier && at == t && self.quiet(i) {
+            self.ingest(i, port, buf, t);
+            return;
+        }
+        let n = &mut self.nodes[i];
         if earlier && at == t && !self.queue.any_due_by(t) {
             // A wake-up now with nothing else due at this instant: queued, it would
             // be the very next event, so it runs at once (and counts as the event it
@@ -501,7 +533,73 @@ impl Engine {
     }
 
     fn wake(&mut self, i: usize, t: i64, on_delivery: &mut impl FnMut(usize, &Delivery)) {
+        let n = &mut self.nodes[i];
+        if n.timer_queued == Some(t) {
+            n.timer_queued = None;
+        }
         self.wake_with(i, t, None, on_delivery);
+    }
+
+    /// Whether router `i` takes its packets without a queued wake-up when it can
+    /// (see [`Engine::ingest`]): a router on a CPU of its own, with an ideal host
+    /// and no processing time, whose every wake-up is on time and whose state
+    /// nothing but its own calls changes.
+    fn quiet(&self, i: usize) -> bool {
+        let n = &self.nodes[i];
+        self.ingest
+            && matches!(n.kind, Kind::Router(_))
+            && n.processing_ns == 0
+            && matches!(n.host, HostModel::Ideal)
+            && self.cpus.free_at.is_empty()
+    }
+
+    /// The place of node `i`'s held wake-up (see [`Engine::ingest`]) when it is
+    /// one for `at` still to come: later than now, or now and in a place after the
+    /// event being handled.
+    fn held_for(&self, i: usize, at: i64) -> Option<u64> {
+        let (h, place) = self.nodes[i].held?;
+        (h == at && (at > self.now || place > self.queue.last_out())).then_some(place)
+    }
+
+    /// A packet for quiet router `i` at `t` that would wake it. The router takes it
+    /// at once. Then, if the wake-up would only have noted that it has nothing to
+    /// send (the router says so, [`Node::may_transmit`]) and that the timer it
+    /// wants is queued already, that is all: no event. Otherwise the wake-up is
+    /// queued, to send what there is in its turn. Either way the wake-up keeps the
+    /// place in the order of events it had when it was queued for the first packet
+    /// of the instant, so everything else happens in the order it did when every
+    /// such packet was queued: the router's state changes only through its own
+    /// calls, which come in the same order, and what it sends is sent from the
+    /// same place. (The same holds a place for a timer asked for twice; see
+    /// [`Engine::schedule_timer`].)
+    fn ingest(&mut self, i: usize, port: u16, buf: PacketBuf, t: i64) {
+        let held = self.held_for(i, t);
+        let n = &mut self.nodes[i];
+        let Kind::Router(node) = &mut n.kind else {
+            return;
+        };
+        let local = n.clock.instant(t);
+        let rx = RxMeta {
+            kernel_rx: Some(local),
+        };
+        node.handle_buf(local, PortId(port), buf, rx);
+        drain_events(node, &mut n.events);
+        let place = held.unwrap_or_else(|| self.queue.reserve());
+        let timer = node.poll_timeout().map(|l| n.clock.true_of(l.ns).max(t));
+        if node.may_transmit(local) || timer.is_some_and(|at| Some(at) != n.timer_queued) {
+            n.held = None;
+            n.wake_at = Some(t);
+            self.queue.push_reserved(t, place, Ev::Wake(i as u32));
+            return;
+        }
+        n.held = Some((t, place));
+        n.wake_at = timer;
+        n.busy_until = t;
+        if held.is_none() {
+            // the wake-up that was not queued
+            self.stats.wakeups += 1;
+            n.timer_wakeups += u64::from(timer.is_some());
+        }
     }
 
     /// A wake-up of node `i` at `t`; `first` is a packet that arrived at `t` to
@@ -639,6 +737,7 @@ impl Engine {
         };
         if kill {
             n.down = true;
+            n.held = None;
             self.stats.fault_drops += n.inbox.len() as u64;
             n.inbox.clear();
             n.wake_at = None;
@@ -657,7 +756,13 @@ impl Engine {
         self.queue.push(t, Ev::Wake(i as u32));
     }
 
+    /// Queues the wake-up for the timer node `i` wants, unless an earlier one is
+    /// queued. A quiet router's timer that is queued already is not queued again:
+    /// the copy would find the router awake and do nothing, unless a packet at
+    /// that instant would wake the router after its timer did, in the copy's
+    /// place; that place is held for it (see [`Engine::ingest`]).
     fn schedule_timer(&mut self, i: usize, now: i64) {
+        let quiet = self.quiet(i);
         let n = &mut self.nodes[i];
         let Some(local) = n.poll_timeout() else {
             return;
@@ -667,9 +772,20 @@ impl Engine {
         let at = due.saturating_add(late);
         n.timer_wakeups += 1;
         n.late_sum_ns = n.late_sum_ns.saturating_add(late);
-        if n.wake_at.is_none_or(|w| at < w) {
-            n.wake_at = Some(at);
+        if n.wake_at.is_some_and(|w| at >= w) {
+            return;
+        }
+        n.wake_at = Some(at);
+        if !quiet {
             self.queue.push(at, Ev::Wake(i as u32));
+        } else if n.timer_queued != Some(at) {
+            n.timer_queued = Some(at);
+            self.queue.push(at, Ev::Wake(i as u32));
+        } else if self.held_for(i, now).is_none() && self.held_for(i, at).is_none() {
+            // (a held wake-up of now still to come is kept, and so is the first
+            // copy held for this timer: a later one comes after it)
+            let place = self.queue.reserve();
+            self.nodes[i].held = Some((at, place));
         }
     }
 }

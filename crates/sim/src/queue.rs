@@ -130,6 +130,8 @@ pub struct EventQueue<E> {
     /// Events beyond the ring.
     far: BinaryHeap<Item<E>>,
     seq: u64,
+    /// The place of the event taken out last.
+    last_out: u64,
     peak: usize,
     /// Whether `cursor` has been placed (at the first event).
     placed: bool,
@@ -147,6 +149,7 @@ impl<E> Default for EventQueue<E> {
             near: 0,
             far: BinaryHeap::new(),
             seq: 0,
+            last_out: 0,
             peak: 0,
             placed: false,
             spare_big: Vec::new(),
@@ -185,12 +188,30 @@ impl<E> EventQueue<E> {
     }
 
     pub fn push(&mut self, at: i64, event: E) {
+        let seq = self.reserve();
+        self.push_reserved(at, seq, event);
+    }
+
+    /// The place in the order of an event scheduled now, kept for one that may be
+    /// scheduled later as if it had been scheduled now (with
+    /// [`EventQueue::push_reserved`]): a place in the tie-break, not in the queue.
+    pub fn reserve(&mut self) -> u64 {
         self.seq += 1;
-        let item = Item {
-            at,
-            seq: self.seq,
-            event,
-        };
+        self.seq
+    }
+
+    /// The place of the event taken out last (0 before any): a reserved place
+    /// above it is still to come.
+    pub fn last_out(&self) -> u64 {
+        self.last_out
+    }
+
+    /// Schedules `event` at `at` in the place `seq` that [`EventQueue::reserve`]
+    /// handed out: among the events at `at` it comes out where an event scheduled
+    /// at the time of the reservation would. `seq` must still be to come (above
+    /// [`EventQueue::last_out`] when `at` is now).
+    pub fn push_reserved(&mut self, at: i64, seq: u64, event: E) {
+        let item = Item { at, seq, event };
         if !self.placed {
             self.placed = true;
             self.cursor = bucket_of(at);
@@ -199,8 +220,9 @@ impl<E> EventQueue<E> {
         if b >= self.cursor + RING as i64 {
             self.far.push(item);
         } else if b == self.cursor {
-            // the bucket being taken from: in order, after every event of the same
-            // time already there (usually at or near the end)
+            // the bucket being taken from: in its place (usually at or near the
+            // end: after every event of the same time already there, unless its
+            // place was reserved before theirs)
             let key = item.key();
             if self.current.back().is_none_or(|x| x.key() < key) {
                 self.current.push_back(item);
@@ -261,6 +283,7 @@ impl<E> EventQueue<E> {
                 }
                 let item = self.current.pop_front()?;
                 self.near -= 1;
+                self.last_out = item.seq;
                 return Some((item.at, item.event));
             }
             // the current bucket is done: on to the next one with events, never
@@ -336,6 +359,29 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| q.pop_until(10)).collect();
         assert_eq!(got, [(1, "a"), (1, "b"), (5, "c"), (5, "d")]);
         assert_eq!(q.peak(), 4);
+    }
+
+    #[test]
+    fn a_reserved_place_comes_out_where_it_was_reserved() {
+        let mut q = EventQueue::default();
+        q.push(5, "a");
+        let held = q.reserve();
+        q.push(5, "c");
+        let far = 3 * RING as i64 * BUCKET_NS;
+        let held_far = q.reserve();
+        q.push(far, "late");
+        q.push(9, "d");
+        assert_eq!(q.last_out(), 0);
+        assert_eq!(q.pop_until(10), Some((5, "a")));
+        // placed now, in the bucket being taken from: before "c", pushed after it
+        assert!(held > q.last_out());
+        q.push_reserved(5, held, "b");
+        q.push_reserved(far, held_far, "early");
+        let got: Vec<_> = std::iter::from_fn(|| q.pop_until(far)).collect();
+        assert_eq!(
+            got,
+            [(5, "b"), (5, "c"), (9, "d"), (far, "early"), (far, "late")]
+        );
     }
 
     #[test]

@@ -673,6 +673,27 @@ impl Node {
         None
     }
 
+    /// Whether [`Node::poll_transmit`] at `now` may hand out a packet. `false` is
+    /// certain: it would hand out none and change nothing (the node is in `now`'s
+    /// frame already, no port holds a packet for this frame, owes padding or has a
+    /// best-effort packet waiting). A driver that knows this may skip the call.
+    pub fn may_transmit(&self, now: Instant) -> bool {
+        if !self.forwards() {
+            return false;
+        }
+        let waiting = |p: &PortState| !p.be.is_empty();
+        if self.config.mode == Mode::Fifo {
+            return self.ports.iter().any(waiting);
+        }
+        // a frame to move to first (poll_transmit would begin it)
+        if self.current != Some(self.clock.frame_of(now.ns)) {
+            return true;
+        }
+        self.ports
+            .iter()
+            .any(|p| waiting(p) || p.padding_due || p.queues.pending_now() > 0)
+    }
+
     // ----- ingress -------------------------------------------------------------
 
     fn ingress(&mut self, now: i64, pi: usize, mut p: Pending) -> Result<(), (InDrop, Pending)> {

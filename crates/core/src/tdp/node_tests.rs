@@ -254,6 +254,8 @@ struct Sim {
     log: Vec<Sent>,
     /// Frames sent on a link that never arrive.
     lose: Box<dyn FnMut(&Sent) -> bool>,
+    /// Polls that `may_transmit` said would hand out nothing.
+    quiet_polls: u64,
 }
 
 impl Sim {
@@ -266,6 +268,7 @@ impl Sim {
             now: 0,
             log: Vec::new(),
             lose: Box::new(|_| false),
+            quiet_polls: 0,
         }
     }
 
@@ -316,6 +319,7 @@ impl Sim {
                 }
             }
             for n in 0..self.nodes.len() {
+                self.check_may_transmit(n, t);
                 while let Some(tx) = self.nodes[n].poll_transmit(tai(t)) {
                     let sent = Sent {
                         t,
@@ -343,6 +347,23 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// `may_transmit` saying no is a promise, checked before every poll of every
+    /// test that runs here: `poll_transmit` hands out nothing and leaves the node
+    /// as it was.
+    fn check_may_transmit(&mut self, n: usize, t: i64) {
+        if self.nodes[n].may_transmit(tai(t)) {
+            return;
+        }
+        self.quiet_polls += 1;
+        let before = format!("{:?}", self.nodes[n]);
+        let tx = self.nodes[n].poll_transmit(tai(t));
+        assert!(
+            tx.is_none(),
+            "node {n} at {t}: may_transmit said no, got {tx:?}"
+        );
+        assert_eq!(before, format!("{:?}", self.nodes[n]), "node {n} at {t}");
     }
 
     fn sent_by(&self, node: usize, port: u16) -> Vec<&Sent> {
@@ -778,6 +799,54 @@ fn received_padding_is_consumed_not_forwarded() {
     assert_eq!(cn.ports[0].rx_dropped, 0);
 }
 
+#[test]
+fn may_transmit_says_no_only_when_the_poll_would_hand_out_nothing() {
+    let c = clock(4);
+    let mut node = Node::new(core_config()).unwrap();
+    let rx = RxMeta { kernel_rx: None };
+    // before any frame: the first poll begins one
+    assert!(node.may_transmit(tai(TF + 10_000)));
+    node.handle_timeout(tai(TF + 10_000));
+    assert!(!node.may_transmit(tai(TF + 10_000)));
+    // a reserved packet of upstream frame 0 mid-frame 1 waits for frame 2 (d = 2)
+    let reserved = Udp::to(dst(), 5000).dscp(c.dscp(0)).sized(100, 1);
+    node.handle_packet(tai(TF + 20_000), PortId(1), &reserved, rx);
+    assert!(!node.may_transmit(tai(TF + 20_000)));
+    assert!(node.poll_transmit(tai(TF + 20_000)).is_none());
+    // frame 2 has begun (not yet moved to): yes; once sent, no again
+    assert!(node.may_transmit(tai(2 * TF)));
+    let tx = node
+        .poll_transmit(tai(2 * TF))
+        .expect("the reserved packet");
+    assert_eq!(tx.frame, Some(2));
+    node.recycle(tx.buf);
+    assert!(!node.may_transmit(tai(2 * TF)));
+    // best effort goes out in what is left of the frame: yes while it waits
+    node.handle_packet(
+        tai(2 * TF + 5_000),
+        PortId(1),
+        &Udp::to(dst(), 1).sized(100, 2),
+        rx,
+    );
+    assert!(node.may_transmit(tai(2 * TF + 5_000)));
+    let tx = node
+        .poll_transmit(tai(2 * TF + 5_000))
+        .expect("best effort");
+    assert_eq!(tx.kind, TxKind::BestEffort);
+    node.recycle(tx.buf);
+    assert!(!node.may_transmit(tai(2 * TF + 5_000)));
+    // FIFO: yes exactly while a packet waits
+    let mut cfg = core_config();
+    cfg.mode = Mode::Fifo;
+    let mut fifo = Node::new(cfg).unwrap();
+    assert!(!fifo.may_transmit(tai(0)));
+    fifo.handle_packet(tai(5), PortId(1), &Udp::to(dst(), 1).sized(100, 3), rx);
+    assert!(fifo.may_transmit(tai(5)));
+    let tx = fifo.poll_transmit(tai(5)).expect("forwarded");
+    fifo.recycle(tx.buf);
+    assert!(!fifo.may_transmit(tai(5)));
+}
+
 // ----- best effort ------------------------------------------------------------
 
 #[test]
@@ -820,6 +889,8 @@ fn best_effort_never_delays_a_reserved_packet() {
         .map(|s| look(&s.bytes).tag)
         .collect();
     assert_eq!(tags, (1000..1030).collect::<Vec<_>>());
+    // the harness checked every poll that may_transmit answered no
+    assert!(sim.quiet_polls > 0);
 }
 
 #[test]
