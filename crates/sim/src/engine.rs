@@ -23,7 +23,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use lockstep_core::net::PortId;
 use lockstep_core::tdp::{
-    Delivery, DropReason, Node, NodeConfig, NodeEvent, PacketBuf, RxMeta, SlipOutcome, SlipReason,
+    Delivery, DropReason, Mode, Node, NodeConfig, NodeEvent, PacketBuf, RxMeta, SlipOutcome,
+    SlipReason,
 };
 use lockstep_core::{ClockId, Instant};
 use serde::Serialize;
@@ -484,6 +485,11 @@ impl Engine {
         if let Some(Kind::Router(r)) = self.upcoming_kind(far - 3) {
             r.prefetch_queues();
         }
+        if let Some(Ev::Arrive(i, port, buf)) = self.queue.upcoming(far - 3) {
+            if let Some(Kind::Router(r)) = self.nodes.get(*i as usize).map(|n| &n.kind) {
+                r.prefetch_arrival(PortId(*port), buf);
+            }
+        }
     }
 
     fn upcoming_kind(&self, n: usize) -> Option<&Kind> {
@@ -511,7 +517,8 @@ impl Engine {
         }
         let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
         let earlier = n.wake_at.is_none_or(|w| at < w);
-        if earlier && at == t && self.quiet(i) {
+        let quiet = earlier && at == t && self.quiet(i);
+        if quiet && (self.held_for(i, t).is_some() || self.queue.any_due_by(t)) {
             self.ingest(i, port, buf, t);
             return;
         }
@@ -541,13 +548,14 @@ impl Engine {
     }
 
     /// Whether router `i` takes its packets without a queued wake-up when it can
-    /// (see [`Engine::ingest`]): a router on a CPU of its own, with an ideal host
-    /// and no processing time, whose every wake-up is on time and whose state
+    /// (see [`Engine::ingest`]): a TDP router (a FIFO one sends what it takes at
+    /// once, so its wake-up is never left out) on a CPU of its own, with an ideal
+    /// host and no processing time, whose every wake-up is on time and whose state
     /// nothing but its own calls changes.
     fn quiet(&self, i: usize) -> bool {
         let n = &self.nodes[i];
         self.ingest
-            && matches!(n.kind, Kind::Router(_))
+            && matches!(&n.kind, Kind::Router(r) if r.config().mode == Mode::Tdp)
             && n.processing_ns == 0
             && matches!(n.host, HostModel::Ideal)
             && self.cpus.free_at.is_empty()

@@ -487,6 +487,27 @@ impl Node {
         }
     }
 
+    /// For a frame about to arrive on `port`: that port's state and counters, and
+    /// the next-hop cache slot of the frame's destination when its bytes are an
+    /// untagged IPv4 frame (read at their fixed places; anything else is left to
+    /// [`Node::handle_buf`]).
+    pub fn prefetch_arrival(&self, port: PortId, frame: &[u8]) {
+        use crate::prefetch::prefetch;
+        if let Some(pi) = self.port_index(port) {
+            prefetch(&self.ports[pi].tracker);
+            if let Some(c) = self.counters.ports.get(pi) {
+                prefetch(c);
+            }
+        }
+        // Ethernet type at 12, IPv4 TTL at 14 + 8 and destination at 14 + 16
+        if let Some(h) = frame.get(12..34) {
+            if h[..2] == [0x08, 0x00] {
+                let dst = Ipv4Addr::new(h[18], h[19], h[20], h[21]);
+                self.nexthop.prefetch(dst, h[10]);
+            }
+        }
+    }
+
     /// Gives a sent buffer back to the pool.
     pub fn recycle(&mut self, buf: PacketBuf) {
         self.pool.put(buf);
@@ -636,6 +657,10 @@ impl Node {
         // 1. the frame's reserved queue, first, on every port
         for pi in 0..self.ports.len() {
             if let Some(mut p) = self.ports[pi].queues.pop() {
+                // the next one's bytes, while this one is sent (a hint)
+                if let Some(next) = self.ports[pi].queues.front() {
+                    crate::prefetch::prefetch(next.buf.as_slice().as_ptr());
+                }
                 if now_ns > deadline {
                     p.slipped = true;
                     self.counters.ports[pi].slipped += 1;

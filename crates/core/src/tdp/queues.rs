@@ -192,6 +192,11 @@ impl<P> FrameQueues<P> {
         Some(p)
     }
 
+    /// The packet [`FrameQueues::pop`] would hand out next.
+    pub fn front(&self) -> Option<&P> {
+        self.queues[self.buf_curr].front()
+    }
+
     /// Packets waiting for the current frame.
     pub fn pending_now(&self) -> usize {
         self.queues[self.buf_curr].len()
