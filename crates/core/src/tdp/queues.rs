@@ -43,6 +43,9 @@ pub struct FrameQueues<P> {
     k: u32,
     queues: Vec<VecDeque<P>>,
     bytes: Vec<u64>,
+    /// Packets in all queues (kept here, so an empty port is known without
+    /// reading its queues).
+    count: usize,
     capacity: u64,
     /// Absolute index of the current frame (the one being flushed).
     current: i64,
@@ -64,6 +67,7 @@ impl<P> FrameQueues<P> {
             k,
             queues: (0..n_buf).map(|_| VecDeque::new()).collect(),
             bytes: vec![0; n_buf],
+            count: 0,
             capacity,
             current,
             buf_curr: 0,
@@ -139,6 +143,7 @@ impl<P> FrameQueues<P> {
         }
         self.bytes[q] = held + bytes;
         self.queues[q].push_back(packet);
+        self.count += 1;
         Ok(q)
     }
 
@@ -150,6 +155,7 @@ impl<P> FrameQueues<P> {
             // whatever the current frame did not send missed it
             let q = self.buf_curr;
             while let Some(p) = self.queues[q].pop_front() {
+                self.count -= 1;
                 slipped(self.current, p);
             }
             self.bytes[q] = 0;
@@ -170,6 +176,7 @@ impl<P> FrameQueues<P> {
             let q = (self.buf_curr + i) % n;
             let f = self.current.saturating_add(i as i64);
             while let Some(p) = self.queues[q].pop_front() {
+                self.count -= 1;
                 slipped(f, p);
             }
             self.bytes[q] = 0;
@@ -187,18 +194,27 @@ impl<P> FrameQueues<P> {
 
     /// Next packet to send in the current frame, first in first out.
     pub fn pop(&mut self) -> Option<P> {
-        let q = self.buf_curr;
-        let p = self.queues[q].pop_front()?;
+        if self.count == 0 {
+            return None;
+        }
+        let p = self.queues[self.buf_curr].pop_front()?;
+        self.count -= 1;
         Some(p)
     }
 
     /// The packet [`FrameQueues::pop`] would hand out next.
     pub fn front(&self) -> Option<&P> {
+        if self.count == 0 {
+            return None;
+        }
         self.queues[self.buf_curr].front()
     }
 
     /// Packets waiting for the current frame.
     pub fn pending_now(&self) -> usize {
+        if self.count == 0 {
+            return 0;
+        }
         self.queues[self.buf_curr].len()
     }
 
@@ -216,7 +232,7 @@ impl<P> FrameQueues<P> {
 
     /// Packets waiting in all queues.
     pub fn len(&self) -> usize {
-        self.queues.iter().map(VecDeque::len).sum()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
@@ -290,6 +306,7 @@ mod tests {
         b.skip_to(1_005, |f, p| sb.push((f, p)));
         assert_eq!(sa, sb);
         assert_eq!(sa, vec![(6, 1), (6, 4), (7, 2), (8, 3)]);
+        assert!(a.is_empty() && b.is_empty());
         assert_eq!(
             (a.current_frame(), a.buf_curr()),
             (b.current_frame(), b.buf_curr())
@@ -322,6 +339,7 @@ mod tests {
                 let frame = current + ahead;
                 let idx = q.enqueue(frame, 1, frame).unwrap();
                 prop_assert_eq!(idx, (ahead as usize + model_buf) % n_buf);
+                prop_assert_eq!(q.len(), q.queues.iter().map(VecDeque::len).sum::<usize>());
                 prop_assert_ne!(idx, model_buf);
             }
             // every packet comes out in its own frame
@@ -333,6 +351,7 @@ mod tests {
                 q.advance_to(current, |_, _| slips += 1);
                 prop_assert_eq!(slips, 0);
             }
+            prop_assert!(q.is_empty());
         }
     }
 }
