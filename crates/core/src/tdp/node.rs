@@ -314,6 +314,12 @@ pub struct Node {
     events_on: bool,
     /// At most [`EVENT_CAPACITY`]; empty (and unallocated) while events are off.
     events: VecDeque<NodeEvent>,
+    /// TDP: whether something may have become sendable since a poll last handed
+    /// out nothing: set when a frame begins and when a packet joins a port's
+    /// best-effort queue, the only ways a port gets something to send within a
+    /// frame (a reserved packet is always queued for a later frame, and a
+    /// best-effort packet that did not fit in a frame fits no better later in it).
+    sendable: bool,
 }
 
 impl Node {
@@ -695,13 +701,16 @@ impl Node {
                 }
             }
         }
+        self.sendable = false;
         None
     }
 
     /// Whether [`Node::poll_transmit`] at `now` may hand out a packet. `false` is
-    /// certain: it would hand out none and change nothing (the node is in `now`'s
-    /// frame already, no port holds a packet for this frame, owes padding or has a
-    /// best-effort packet waiting). A driver that knows this may skip the call.
+    /// certain: it would hand out none and change nothing. In FIFO mode: no port
+    /// has a packet waiting. In TDP mode: the node is in `now`'s frame already and
+    /// no packet has become sendable since a poll last handed out nothing (nothing
+    /// reads the ports then, so the answer costs no memory traffic). A driver that
+    /// knows this may skip the call.
     pub fn may_transmit(&self, now: Instant) -> bool {
         if !self.forwards() {
             return false;
@@ -714,9 +723,7 @@ impl Node {
         if self.current != Some(self.clock.frame_of(now.ns)) {
             return true;
         }
-        self.ports
-            .iter()
-            .any(|p| waiting(p) || p.padding_due || p.queues.pending_now() > 0)
+        self.sendable
     }
 
     // ----- ingress -------------------------------------------------------------
@@ -1015,6 +1022,7 @@ impl Node {
             DropReason::BestEffortFull
         } else {
             port.be.push_back(p);
+            self.sendable = true;
             return;
         };
         self.counters.best_effort_dropped += 1;
@@ -1175,6 +1183,7 @@ impl Node {
     /// Per-port state at the start of the current frame.
     fn begin_frame(&mut self) {
         self.counters.frames += 1;
+        self.sendable = true;
         for port in &mut self.ports {
             port.frame_bits = 0;
             port.padding_due = port.padding.is_some() && port.queues.pending_now() == 0;
@@ -1838,6 +1847,7 @@ fn build(config: NodeConfig) -> Result<Node, NodeConfigError> {
         counters,
         events_on: false,
         events: VecDeque::new(),
+        sendable: true,
         config,
     })
 }

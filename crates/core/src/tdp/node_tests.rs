@@ -807,19 +807,23 @@ fn may_transmit_says_no_only_when_the_poll_would_hand_out_nothing() {
     // before any frame: the first poll begins one
     assert!(node.may_transmit(tai(TF + 10_000)));
     node.handle_timeout(tai(TF + 10_000));
+    // a frame has begun: yes until a poll has found nothing in it
+    assert!(node.may_transmit(tai(TF + 10_000)));
+    assert!(node.poll_transmit(tai(TF + 10_000)).is_none());
     assert!(!node.may_transmit(tai(TF + 10_000)));
     // a reserved packet of upstream frame 0 mid-frame 1 waits for frame 2 (d = 2)
     let reserved = Udp::to(dst(), 5000).dscp(c.dscp(0)).sized(100, 1);
     node.handle_packet(tai(TF + 20_000), PortId(1), &reserved, rx);
     assert!(!node.may_transmit(tai(TF + 20_000)));
     assert!(node.poll_transmit(tai(TF + 20_000)).is_none());
-    // frame 2 has begun (not yet moved to): yes; once sent, no again
+    // frame 2 has begun (not yet moved to): yes; once all is sent, no again
     assert!(node.may_transmit(tai(2 * TF)));
     let tx = node
         .poll_transmit(tai(2 * TF))
         .expect("the reserved packet");
     assert_eq!(tx.frame, Some(2));
     node.recycle(tx.buf);
+    assert!(node.poll_transmit(tai(2 * TF)).is_none());
     assert!(!node.may_transmit(tai(2 * TF)));
     // best effort goes out in what is left of the frame: yes while it waits
     node.handle_packet(
@@ -834,6 +838,8 @@ fn may_transmit_says_no_only_when_the_poll_would_hand_out_nothing() {
         .expect("best effort");
     assert_eq!(tx.kind, TxKind::BestEffort);
     node.recycle(tx.buf);
+    // (TDP: no until a poll has found nothing again)
+    assert!(node.poll_transmit(tai(2 * TF + 5_000)).is_none());
     assert!(!node.may_transmit(tai(2 * TF + 5_000)));
     // FIFO: yes exactly while a packet waits
     let mut cfg = core_config();
