@@ -517,21 +517,24 @@ impl Engine {
         }
         let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
         let earlier = n.wake_at.is_none_or(|w| at < w);
-        let quiet = earlier && at == t && self.quiet(i);
-        if quiet && (self.held_for(i, t).is_some() || self.queue.any_due_by(t)) {
-            self.ingest(i, port, buf, t);
-            return;
+        if earlier && at == t {
+            let due = self.queue.any_due_by(t);
+            if self.quiet(i) && (due || self.held_for(i, t).is_some()) {
+                self.ingest(i, port, buf, t);
+                return;
+            }
+            if !due {
+                // A wake-up now with nothing else due at this instant: queued, it
+                // would be the very next event, so it runs at once (and counts as the
+                // event it stands for), the packet handed over without a stop in the
+                // inbox.
+                self.nodes[i].wake_at = Some(t);
+                self.stats.events += 1;
+                self.wake_with(i, t, Some((port, buf, t)), on_delivery);
+                return;
+            }
         }
         let n = &mut self.nodes[i];
-        if earlier && at == t && !self.queue.any_due_by(t) {
-            // A wake-up now with nothing else due at this instant: queued, it would
-            // be the very next event, so it runs at once (and counts as the event it
-            // stands for), the packet handed over without a stop in the inbox.
-            n.wake_at = Some(t);
-            self.stats.events += 1;
-            self.wake_with(i, t, Some((port, buf, t)), on_delivery);
-            return;
-        }
         n.inbox.push_back((port, buf, t));
         if earlier {
             n.wake_at = Some(at);
@@ -770,7 +773,6 @@ impl Engine {
     /// that instant would wake the router after its timer did, in the copy's
     /// place; that place is held for it (see [`Engine::ingest`]).
     fn schedule_timer(&mut self, i: usize, now: i64) {
-        let quiet = self.quiet(i);
         let n = &mut self.nodes[i];
         let Some(local) = n.poll_timeout() else {
             return;
@@ -784,9 +786,12 @@ impl Engine {
             return;
         }
         n.wake_at = Some(at);
-        if !quiet {
+        if !self.quiet(i) {
             self.queue.push(at, Ev::Wake(i as u32));
-        } else if n.timer_queued != Some(at) {
+            return;
+        }
+        let n = &mut self.nodes[i];
+        if n.timer_queued != Some(at) {
             n.timer_queued = Some(at);
             self.queue.push(at, Ev::Wake(i as u32));
         } else if self.held_for(i, now).is_none() && self.held_for(i, at).is_none() {

@@ -715,9 +715,8 @@ impl Node {
         if !self.forwards() {
             return false;
         }
-        let waiting = |p: &PortState| !p.be.is_empty();
         if self.config.mode == Mode::Fifo {
-            return self.ports.iter().any(waiting);
+            return self.ports.iter().any(|p| !p.be.is_empty());
         }
         // a frame to move to first (poll_transmit would begin it)
         if self.current != Some(self.clock.frame_of(now.ns)) {
