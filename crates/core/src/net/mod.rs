@@ -17,6 +17,7 @@ pub mod classify;
 pub mod neigh;
 pub mod nexthop;
 pub mod route;
+pub mod tuple_table;
 
 pub use classify::{Classifier, FiveTuple, Rule};
 pub use neigh::{NeighbourError, NeighbourTable};

@@ -5,5 +5,6 @@ pub use crate::net::{
 };
 pub use crate::wire::checksum;
 pub use crate::wire::{
-    EtherType, EthernetAddress, EthernetFrame, Ipv4Packet, UdpPacket, DISCARD_PORT, PROTO_UDP,
+    EtherType, EthernetAddress, EthernetFrame, Ipv4Packet, UdpPacket, DISCARD_PORT, PROTO_TCP,
+    PROTO_UDP,
 };

@@ -104,7 +104,7 @@ use super::counters::{FlowCounters, NodeCounters, PortCounters};
 use super::deps::{
     checksum, Classifier, EtherType, EthernetAddress, EthernetFrame, FiveTuple, Ipv4Packet,
     NeighbourTable, NextHopCache, PortId, Prefix, Route, RouteTable, Rule, UdpPacket, DISCARD_PORT,
-    PROTO_UDP,
+    PROTO_TCP, PROTO_UDP,
 };
 pub use super::event::{DropReason, NodeEvent, ProbeTag, SlipOutcome, SlipReason, EVENT_CAPACITY};
 use super::marking::{classify, InputTracker, Mark};
@@ -510,6 +510,11 @@ impl Node {
             if h[..2] == [0x08, 0x00] {
                 let dst = Ipv4Addr::new(h[18], h[19], h[20], h[21]);
                 self.nexthop.prefetch(dst, h[10]);
+            }
+        }
+        if self.has_rules {
+            if let Some(t) = peek_tuple(frame) {
+                self.classifier.prefetch(&t);
             }
         }
     }
@@ -1362,6 +1367,32 @@ enum HopOutcome {
     Recorded,
     NoRoom,
     NotProbe,
+}
+
+/// The 5-tuple of an untagged IPv4 frame with a plain 20-byte header, read at
+/// fixed places (for a prefetch; [`FiveTuple::from_ipv4`] is what classifies).
+fn peek_tuple(frame: &[u8]) -> Option<FiveTuple> {
+    let h = frame.get(12..38)?;
+    if h[..2] != [0x08, 0x00] || h[2] != 0x45 {
+        return None;
+    }
+    let proto = h[11];
+    let first = u16::from_be_bytes([h[8], h[9]]) & 0x1fff == 0;
+    let ports = (proto == PROTO_UDP || proto == PROTO_TCP) && first;
+    let port = |at: usize| {
+        if ports {
+            u16::from_be_bytes([h[at], h[at + 1]])
+        } else {
+            0
+        }
+    };
+    Some(FiveTuple {
+        src: Ipv4Addr::new(h[14], h[15], h[16], h[17]),
+        dst: Ipv4Addr::new(h[18], h[19], h[20], h[21]),
+        proto,
+        src_port: port(22),
+        dst_port: port(24),
+    })
 }
 
 /// DSCP for the way the packet leaves, and a hop record if it carries a probe.

@@ -2209,3 +2209,23 @@ fn a_flow_at_its_reserved_rate_keeps_an_edge_delay_until_it_skips_a_frame() {
     assert_eq!(left, (0..14).zip(waited).collect::<Vec<_>>());
     assert_eq!(sim.nodes[0].counters().flows[1].policed, 0);
 }
+
+proptest! {
+    /// The tuple read at fixed places for a prefetch is the one the classifier
+    /// reads from a plain UDP frame; anything else gives none.
+    #[test]
+    fn a_peeked_tuple_is_the_classified_one(
+        s in any::<u32>(), d in any::<u32>(), sport in any::<u16>(), dport in any::<u16>(),
+        len in 0usize..64,
+    ) {
+        let mut u = Udp::to(Ipv4Addr::from(d), dport).src(Ipv4Addr::from(s));
+        u.sport = sport;
+        let f = u.frame(&vec![0u8; len]);
+        let ip = Ipv4Packet::new_checked(&f[14..]).expect("a valid frame");
+        prop_assert_eq!(peek_tuple(&f), Some(FiveTuple::from_ipv4(&ip)));
+        let mut vlan = f.clone();
+        vlan[12..14].copy_from_slice(&[0x81, 0x00]);
+        prop_assert_eq!(peek_tuple(&vlan), None);
+        prop_assert_eq!(peek_tuple(&f[..30]), None);
+    }
+}
