@@ -23,6 +23,8 @@
 //!   `/dev/cpu_dma_latency`) into the snapshot the audit judges; fixtures capture/load.
 //! - [`tune`]: `lockstep host apply`/`restore`: run-time tuning saved to a state file
 //!   first and put back byte for byte.
+//! - [`hugepages`]: transparent huge pages behind the heap's large mappings, where
+//!   the kernel gives them only on request (a big simulation's tables).
 //! - [`rusage`]: CPU time used by the process or thread (`getrusage`), for the CPU
 //!   cost of shaping.
 //! - [`signal`]: Ctrl-C / SIGTERM as a stop flag a run checks between samples.
@@ -71,6 +73,7 @@ pub mod cmd;
 pub mod durable;
 pub mod ethtool;
 pub mod host;
+pub mod hugepages;
 pub mod iface;
 pub mod lockfile;
 pub mod malloc;
