@@ -245,9 +245,10 @@ impl Classifier {
         let mut exact = Vec::new();
         let mut others = Vec::new();
         for (i, r) in rules.iter().enumerate() {
-            match r.exact_tuple() {
-                Some(t) => exact.push((t, i)),
-                None => others.push(i),
+            // (an index beyond the table's reach is scanned like a wider rule)
+            match r.exact_tuple().zip(u32::try_from(i).ok()) {
+                Some((t, at)) if i <= TupleTable::MAX_RULE => exact.push((t, at)),
+                _ => others.push(i),
             }
         }
         Classifier {

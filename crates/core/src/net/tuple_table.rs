@@ -44,13 +44,14 @@ fn hash(t: &FiveTuple) -> u64 {
 }
 
 impl TupleTable {
-    /// The table of `entries` (tuple, rule index); the first index given for a tuple
-    /// is kept. Indices that do not fit 32 bits are left out.
-    pub fn new(entries: impl IntoIterator<Item = (FiveTuple, usize)>) -> TupleTable {
-        let entries: Vec<(FiveTuple, u32)> = entries
-            .into_iter()
-            .filter_map(|(t, i)| Some((t, u32::try_from(i).ok().filter(|&i| i != VACANT)?)))
-            .collect();
+    /// The largest rule index the table holds.
+    pub const MAX_RULE: usize = VACANT as usize - 1;
+
+    /// The table of `entries` (tuple, rule index up to [`TupleTable::MAX_RULE`]);
+    /// the first index given for a tuple is kept.
+    pub fn new(entries: impl IntoIterator<Item = (FiveTuple, u32)>) -> TupleTable {
+        let entries: Vec<(FiveTuple, u32)> =
+            entries.into_iter().filter(|&(_, i)| i != VACANT).collect();
         if entries.is_empty() {
             return TupleTable::default();
         }
@@ -164,10 +165,10 @@ mod tests {
             keys in prop::collection::vec((0u32..8, 0u32..8, 0u8..3, 0u16..4, 0u16..4), 0..200),
             probes in prop::collection::vec((0u32..8, 0u32..8, 0u8..3, 0u16..4, 0u16..4), 0..50),
         ) {
-            let entries: Vec<(FiveTuple, usize)> = keys
+            let entries: Vec<(FiveTuple, u32)> = keys
                 .iter()
-                .enumerate()
-                .map(|(i, &(s, d, p, sp, dp))| (tuple(s, d, p, sp, dp), i))
+                .zip(0u32..)
+                .map(|(&(s, d, p, sp, dp), i)| (tuple(s, d, p, sp, dp), i))
                 .collect();
             let mut map = HashMap::new();
             for &(t, i) in &entries {
@@ -177,7 +178,7 @@ mod tests {
             prop_assert_eq!(table.len(), map.len());
             for &(s, d, p, sp, dp) in keys.iter().chain(&probes) {
                 let t = tuple(s, d, p, sp, dp);
-                prop_assert_eq!(table.get(&t), map.get(&t).copied());
+                prop_assert_eq!(table.get(&t), map.get(&t).map(|&i| i as usize));
             }
         }
     }
