@@ -745,7 +745,15 @@ proptest! {
             let mut bad = buf.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
             let r = parse_probe(&bad);
-            if bit / 8 < covered {
+            if bit / 8 == field::HOP_COUNT && r.is_ok() {
+                // A changed hop count moves the end of the covered region: records
+                // leave it or padding joins it. A 16-bit sum misses that exactly when
+                // the bytes that moved sum to the count's change (about one case in
+                // 65,535): then the sums of the two covered regions are the same.
+                let old = Packet::new_unchecked(&buf[..]).covered_sum().map(fold);
+                let new = Packet::new_unchecked(&bad[..]).covered_sum().map(fold);
+                prop_assert_eq!(old, new, "flip of bit {} undetected", bit);
+            } else if bit / 8 < covered {
                 prop_assert!(r.is_err(), "flip of bit {} undetected", bit);
             } else {
                 // Padding carries nothing.
