@@ -77,8 +77,14 @@ pub enum XdpError {
     Busy { ifname: String },
     #[error("receive queue 0 of {ifname} is taken by another AF_XDP socket")]
     QueueBusy { ifname: String },
-    #[error("the kernel refused the XDP program: {log}")]
-    Refused { log: String },
+    /// `verdict`: the verifier's reason (its log without the instructions and
+    /// register states it walked through); `log`: the whole log.
+    #[error("the kernel refused the XDP program: {errno}: {verdict}")]
+    Refused {
+        errno: String,
+        verdict: String,
+        log: String,
+    },
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -239,6 +245,28 @@ pub struct XdpProgram {
     fd: OwnedFd,
 }
 
+/// What the verifier says is wrong, from its log: the lines that are neither an
+/// instruction it walked (`12: (85) call ...`), a register state (`R1=ctx()`) nor
+/// its closing statistics (`processed 3 insns ...`); the log's last line when
+/// nothing else is left.
+fn verdict(log: &str) -> String {
+    let walked = |l: &str| {
+        let l = l.trim();
+        let numbered = l
+            .split_once(':')
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        numbered || l.starts_with('R') && l.contains('=') || l.starts_with("processed ")
+    };
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !walked(l))
+        .collect();
+    match said.is_empty() {
+        true => log.lines().last().unwrap_or("").trim().to_string(),
+        false => said.join("; "),
+    }
+}
+
 impl XdpProgram {
     /// Loads the redirect program for `map`.
     pub fn load(map: &XskMap) -> Result<XdpProgram, XdpError> {
@@ -260,7 +288,9 @@ impl XdpProgram {
                 let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
                 let text = String::from_utf8_lossy(&log[..end]);
                 XdpError::Refused {
-                    log: format!("{e}; {}", text.trim().replace('\n', "; ")),
+                    errno: e.to_string(),
+                    verdict: verdict(&text),
+                    log: text.trim().to_string(),
                 }
             }
             _ => XdpError::from_errno("bpf(BPF_PROG_LOAD, XDP)", e),
@@ -328,6 +358,22 @@ fn link_error(e: io::Error, ifname: &str) -> XdpError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_verdict_is_what_the_verifier_says_beyond_its_walk() {
+        let log =
+            "0: R1=ctx() R10=fp0\n0: (bf) r6 = r1                       ; R1=ctx() R6=ctx()\n\
+                   1: (b7) r2 = -16                      ; R2=-16\n\
+                   2: (85) call bpf_xdp_adjust_meta#54\n\
+                   program of this type cannot use helper bpf_xdp_adjust_meta#54\n\
+                   processed 3 insns (limit 1000000) max_states_per_insn 0 total_states 0\n";
+        assert_eq!(
+            super::verdict(log),
+            "program of this type cannot use helper bpf_xdp_adjust_meta#54"
+        );
+        assert_eq!(super::verdict("processed 3 insns\n"), "processed 3 insns");
+        assert_eq!(super::verdict(""), "");
+    }
+
     use super::*;
 
     #[test]
