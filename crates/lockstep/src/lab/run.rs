@@ -1208,24 +1208,28 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<ScenarioLines> {
 }
 
 /// The run's notes for a person: notes that say the same of several ports
-/// (`r2: to-d234: AF_XDP in copy mode`) become one line naming the ports; the result
-/// document keeps every note as it was.
+/// (`r2: to-d234: AF_XDP in copy mode`, or `r1, r3: to-r2: ...` for the same port
+/// name on several nodes) become one line naming the ports; the result document
+/// keeps every note as it was.
 fn fold_notes(notes: &[String]) -> Vec<String> {
-    /// `(where, what)` of a note `node: port: what`, where neither name has a space.
-    fn split(n: &str) -> Option<(String, &str)> {
-        let (node, rest) = n.split_once(": ")?;
+    /// `(places, what)` of a note `node: port: what` or `node, node: port: what`,
+    /// where no name has a space.
+    fn split(n: &str) -> Option<(Vec<String>, &str)> {
+        let (nodes, rest) = n.split_once(": ")?;
         let (port, what) = rest.split_once(": ")?;
         let name = |s: &str| !s.is_empty() && !s.contains(' ');
-        (name(node) && name(port)).then(|| (format!("{node} {port}"), what))
+        let nodes: Vec<&str> = nodes.split(", ").collect();
+        let named = nodes.iter().all(|n| name(n)) && name(port);
+        named.then(|| (nodes.iter().map(|n| format!("{n} {port}")).collect(), what))
     }
     // Per line, in the order first seen: the first note, what it says of a port
     // (none for a note of another shape) and the ports it is said of.
     let mut lines: Vec<(&String, Option<&str>, Vec<String>)> = Vec::new();
     for n in notes {
         match split(n) {
-            Some((place, what)) => match lines.iter_mut().find(|l| l.1 == Some(what)) {
-                Some(l) => l.2.push(place),
-                None => lines.push((n, Some(what), vec![place])),
+            Some((places, what)) => match lines.iter_mut().find(|l| l.1 == Some(what)) {
+                Some(l) => l.2.extend(places),
+                None => lines.push((n, Some(what), places)),
             },
             None => lines.push((n, None, Vec::new())),
         }
@@ -1261,6 +1265,9 @@ mod tests {
             "r2: to-d: AF_XDP in copy mode",
             "r3: to-e: AF_XDP in copy mode",
             "r3: to-f: AF_XDP in copy mode",
+            "r1, r3, r4: to-r2: no XDP here",
+            "r1, r2: to-r4: no XDP here",
+            "r1, r2: two, words: not a port note",
         ]
         .map(String::from)
         .to_vec();
@@ -1270,6 +1277,8 @@ mod tests {
                 "AF_XDP in copy mode (5 ports: r1 to-a, r1 to-b, r2 to-d, r3 to-e and 1 more)",
                 "r1 used 3 threads",
                 "r2: to-c: offloads are on: turn them off",
+                "no XDP here (5 ports: r1 to-r2, r3 to-r2, r4 to-r2, r1 to-r4 and 1 more)",
+                "r1, r2: two, words: not a port note",
             ]
         );
     }
