@@ -246,8 +246,8 @@ impl Classifier {
         let mut others = Vec::new();
         for (i, r) in rules.iter().enumerate() {
             // (an index beyond the table's reach is scanned like a wider rule)
-            match r.exact_tuple().zip(u32::try_from(i).ok()) {
-                Some((t, at)) if i <= TupleTable::MAX_RULE => exact.push((t, at)),
+            match r.exact_tuple() {
+                Some(t) if i <= TupleTable::MAX_RULE => exact.push((t, i as u32)),
                 _ => others.push(i),
             }
         }

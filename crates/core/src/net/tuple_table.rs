@@ -30,9 +30,8 @@ const EMPTY: Slot = Slot {
 /// 5-tuple → first rule index, at most half full (linear probing).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TupleTable {
-    /// A power of two long, or empty.
+    /// A power of two long and at least 2, or empty.
     slots: Vec<Slot>,
-    len: usize,
 }
 
 fn hash(t: &FiveTuple) -> u64 {
@@ -58,7 +57,6 @@ impl TupleTable {
         let size = (entries.len() * 2).next_power_of_two();
         let mut table = TupleTable {
             slots: vec![EMPTY; size],
-            len: 0,
         };
         for (t, i) in entries {
             table.insert(t, i);
@@ -66,9 +64,9 @@ impl TupleTable {
         table
     }
 
+    /// The slot a search for `t` starts at (the table is not empty).
     fn home(&self, t: &FiveTuple) -> usize {
-        let bits = self.slots.len().trailing_zeros();
-        (hash(t) >> (64 - bits.max(1))) as usize & (self.slots.len() - 1)
+        (hash(t) >> (64 - self.slots.len().trailing_zeros())) as usize
     }
 
     fn insert(&mut self, key: FiveTuple, rule: u32) {
@@ -78,7 +76,6 @@ impl TupleTable {
             let s = &mut self.slots[i];
             if s.rule == VACANT {
                 *s = Slot { key, rule };
-                self.len += 1;
                 return;
             }
             if s.key == key {
@@ -120,11 +117,11 @@ impl TupleTable {
 
     /// How many tuples the table holds.
     pub fn len(&self) -> usize {
-        self.len
+        self.slots.iter().filter(|s| s.rule != VACANT).count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.slots.is_empty()
     }
 }
 
