@@ -105,7 +105,9 @@ class FlowTag : public Tag
     uint32_t flow = 0;
     uint32_t hop = 0;
     int64_t t0 = 0;
-    uint64_t seq = 0; // order in which packets were handed to their links
+    uint64_t seq = 0;     // order in which packets were handed to their links
+    int64_t created = 0;  // when the packet was handed to its current link (ns)
+    uint32_t sender = 0;  // the node that handed it over (ids in lockstep's node order)
 
     static TypeId GetTypeId()
     {
@@ -120,7 +122,7 @@ class FlowTag : public Tag
 
     uint32_t GetSerializedSize() const override
     {
-        return 24;
+        return 36;
     }
 
     void Serialize(TagBuffer b) const override
@@ -129,6 +131,8 @@ class FlowTag : public Tag
         b.WriteU32(hop);
         b.WriteU64((uint64_t)t0);
         b.WriteU64(seq);
+        b.WriteU64((uint64_t)created);
+        b.WriteU32(sender);
     }
 
     void Deserialize(TagBuffer b) override
@@ -137,6 +141,8 @@ class FlowTag : public Tag
         hop = b.ReadU32();
         t0 = (int64_t)b.ReadU64();
         seq = b.ReadU64();
+        created = (int64_t)b.ReadU64();
+        sender = b.ReadU32();
     }
 
     void Print(std::ostream& os) const override
@@ -281,6 +287,8 @@ uint64_t g_seq = 0;
 bool g_lockstepTies = false;
 struct Pending
 {
+    int64_t created;
+    uint32_t sender;
     uint64_t seq;
     uint32_t node;
     Ptr<Packet> packet;
@@ -326,6 +334,8 @@ SendOne(size_t fi, int64_t t0)
     tag.hop = 0;
     tag.t0 = t0;
     tag.seq = g_seq++;
+    tag.created = Simulator::Now().GetNanoSeconds();
+    tag.sender = f.out[0]->GetNode()->GetId();
     p->AddPacketTag(tag);
     f.out[0]->Send(p, f.out[0]->GetBroadcast(), 0x0800);
     f.sent++;
@@ -379,6 +389,8 @@ Forward(Ptr<Packet> p)
     {
         tag.hop = hop;
         tag.seq = g_seq++;
+        tag.created = Simulator::Now().GetNanoSeconds();
+        tag.sender = f.out[hop]->GetNode()->GetId();
         p->ReplacePacketTag(tag);
         f.out[hop]->Send(p, f.out[hop]->GetBroadcast(), 0x0800);
         return;
@@ -388,13 +400,16 @@ Forward(Ptr<Packet> p)
 }
 
 // lockstep's simulator orders the events of one instant by when they were scheduled,
-// and schedules a frame's arrival when the frame is handed to its link; a node then
-// handles everything that arrived at that instant, in that order, nodes in the order
-// of their first arrival. ns-3 schedules a frame's arrival when its transmission
-// starts, so frames that arrive at one instant can come out in another order. With
-// --ties=lockstep every arrival of the instant is collected and then forwarded in
-// lockstep's order (all of an instant's arrivals are scheduled before it begins: a
-// frame takes time to serialise).
+// then by the node that scheduled them (in the scenario's order), then in the order
+// that node scheduled them; it schedules a frame's arrival when the frame is handed to
+// its link. A router takes every frame that arrived at the instant in that order and
+// forwards them when it wakes, which it does after every arrival of the instant
+// (the wake-up is scheduled at the instant itself), routers in the scenario's order.
+// ns-3 schedules a frame's arrival when its transmission starts, so frames that arrive
+// at one instant can come out in another order. With --ties=lockstep every arrival of
+// the instant is collected and then forwarded in lockstep's order (all of an instant's
+// arrivals are scheduled before it begins: a frame takes time to serialise). Node ids
+// here are lockstep's node indices: both create the nodes in the scenario's order.
 void
 Flush()
 {
@@ -402,9 +417,17 @@ Flush()
     std::vector<Pending> batch;
     batch.swap(g_pending);
     std::stable_sort(batch.begin(), batch.end(), [](const Pending& a, const Pending& b) {
+        if (a.created != b.created)
+        {
+            return a.created < b.created;
+        }
+        if (a.sender != b.sender)
+        {
+            return a.sender < b.sender;
+        }
         return a.seq < b.seq;
     });
-    std::vector<uint32_t> order; // nodes by first arrival
+    std::vector<uint32_t> order; // the nodes that got frames, in node order
     for (auto& x : batch)
     {
         if (std::find(order.begin(), order.end(), x.node) == order.end())
@@ -412,6 +435,7 @@ Flush()
             order.push_back(x.node);
         }
     }
+    std::sort(order.begin(), order.end());
     for (uint32_t n : order)
     {
         for (auto& x : batch)
@@ -455,7 +479,7 @@ Receive(Ptr<NetDevice> dev,
     }
     FlowTag tag;
     p->PeekPacketTag(tag);
-    g_pending.push_back({tag.seq, node, p});
+    g_pending.push_back({tag.created, tag.sender, tag.seq, node, p});
     if (!g_flushScheduled)
     {
         g_flushScheduled = true;

@@ -187,3 +187,109 @@ fn a_measured_host_model_is_fixed_by_its_seed() {
         "seeds 7 and 8 under a measured host model gave the same results: the seed is not used"
     );
 }
+
+/// `lockstep sim ARGS` that must succeed; its stderr.
+fn lockstep(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(args)
+        .output()
+        .expect("running lockstep");
+    assert!(
+        out.status.success(),
+        "lockstep {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn summary(dir: &Path) -> Value {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// How many threads each run took (`performance.runs[].threads`).
+fn threads(doc: &Value) -> Vec<u64> {
+    doc["performance"]["runs"]
+        .as_array()
+        .expect("performance.runs")
+        .iter()
+        .map(|r| r["threads"].as_u64().unwrap_or(0))
+        .collect()
+}
+
+#[test]
+fn a_network_in_parts_on_threads_gives_the_same_results() {
+    let s = Scratch::new("threads");
+    let grid = s.0.join("grid.toml");
+    let g = grid.to_str().expect("a UTF-8 temp path");
+    lockstep(&[
+        "sim",
+        "gen",
+        "--topology",
+        "grid",
+        "--routers",
+        "36",
+        "--flows",
+        "40",
+        "--load",
+        "0.6",
+        "-o",
+        g,
+    ]);
+    let mut docs = Vec::new();
+    for t in ["1", "3"] {
+        let dir = s.0.join(format!("t{t}"));
+        let d = dir.to_str().expect("a UTF-8 temp path");
+        lockstep(&[
+            "sim",
+            "run",
+            g,
+            "--duration",
+            "200ms",
+            "--threads",
+            t,
+            "-o",
+            d,
+            "-q",
+        ]);
+        docs.push(summary(&dir));
+    }
+    assert_eq!(threads(&docs[0]), [1, 1]);
+    assert_eq!(threads(&docs[1]), [3, 3]);
+    let delivered = docs[0]["results"]["runs"][1]["flows"][0]["received"].as_u64();
+    assert!(
+        delivered.unwrap_or(0) > 10,
+        "{}",
+        docs[0]["results"]["runs"][1]["flows"][0]
+    );
+    assert!(
+        results_bytes(&docs[0]) == results_bytes(&docs[1]),
+        "one thread and three parts on three threads: the results differ"
+    );
+}
+
+#[test]
+fn a_run_with_faults_says_it_runs_on_one_thread() {
+    let s = Scratch::new("threads-faults");
+    let link = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/faults/link-down.toml");
+    let dir = s.0.join("out");
+    let err = lockstep(&[
+        "sim",
+        "run",
+        link.to_str().expect("a UTF-8 path"),
+        "--threads",
+        "2",
+        "-o",
+        dir.to_str().expect("a UTF-8 temp path"),
+    ]);
+    assert!(
+        err.contains("runs on one thread: the scenario injects faults"),
+        "{err}"
+    );
+    let doc = summary(&dir);
+    assert!(threads(&doc).iter().all(|&t| t == 1), "{:?}", threads(&doc));
+    let why = &doc["performance"]["runs"][0]["whole_because"];
+    assert_eq!(why, "the scenario injects faults");
+}

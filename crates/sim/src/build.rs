@@ -143,6 +143,7 @@ fn port_link(
         link: link_dir,
         to: peer as u32,
         to_port: to_port as u16,
+        to_part: 0,
     })
 }
 

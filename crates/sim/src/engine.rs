@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::host::Host;
 use crate::hostmodel::HostModel;
 use crate::link::LinkDir;
-use crate::queue::EventQueue;
+use crate::queue::{EventQueue, Place};
 use crate::rng::Rng;
 use crate::spare::Spare;
 
@@ -126,8 +126,12 @@ pub enum Kind {
 #[derive(Clone, Debug)]
 pub struct Port {
     pub link: LinkDir,
+    /// The node at the far end: its index in the network, or in its part when the
+    /// network runs in parts ([`crate::parts`]).
     pub to: u32,
     pub to_port: u16,
+    /// The part the far end runs in (0 when the network runs whole).
+    pub to_part: u32,
 }
 
 /// A node of the simulated network.
@@ -160,7 +164,11 @@ pub struct SimNode {
     timer_queued: Option<i64>,
     /// A wake-up the engine did not queue, with the place in the order of events
     /// it would have had (see [`Engine::ingest`]).
-    held: Option<(i64, u64)>,
+    held: Option<(i64, Place)>,
+    /// How many events this node has scheduled: the tag of each event's place.
+    scheduled: u64,
+    /// Its index in the whole network (the same when it runs in parts).
+    pub(crate) id: u32,
 }
 
 impl SimNode {
@@ -184,6 +192,8 @@ impl SimNode {
             links_down: 0,
             timer_queued: None,
             held: None,
+            scheduled: 0,
+            id: 0,
         }
     }
 
@@ -271,6 +281,24 @@ impl Ev {
     }
 }
 
+/// Bits of an event tag that count the events its node scheduled before it; the
+/// rest name the node (so up to 2^24 - 1 nodes, and 2^40 events per node).
+const TAG_COUNT_BITS: u32 = 40;
+/// The scheduler named in the tags of fault events: after every node.
+const FAULT_SCHEDULER: u64 = (1 << (64 - TAG_COUNT_BITS)) - 1;
+
+/// The place of the next event node `i` schedules at `now`: its index, then how
+/// many it scheduled before (`scheduled`, counted up).
+fn schedule_place(i: usize, scheduled: &mut u64, now: i64) -> Place {
+    let count = *scheduled & ((1 << TAG_COUNT_BITS) - 1);
+    *scheduled += 1;
+    let node = (i as u64).min(FAULT_SCHEDULER - 1);
+    Place {
+        created: now,
+        tag: (node << TAG_COUNT_BITS) | count,
+    }
+}
+
 /// How many events ahead the engine starts loading a node's memory (see
 /// [`Engine::prefetch_ahead`]): four steps, one pointer level each.
 const PREFETCH_DISTANCE: usize = 4;
@@ -308,6 +336,19 @@ pub struct EngineStats {
     pub wakeups: u64,
     /// Most events waiting at once.
     pub peak_events: u64,
+}
+
+impl EngineStats {
+    /// Adds the counts of another part of the network (the most events waiting:
+    /// the sum of each part's most).
+    pub fn add(&mut self, o: &EngineStats) {
+        self.events += o.events;
+        self.packet_hops += o.packet_hops;
+        self.link_drops += o.link_drops;
+        self.fault_drops += o.fault_drops;
+        self.wakeups += o.wakeups;
+        self.peak_events += o.peak_events;
+    }
 }
 
 /// The CPUs the nodes share when they run on one host (as the lab's do): when each
@@ -349,11 +390,42 @@ pub struct Engine {
     /// Whether quiet routers take packets without a queued wake-up
     /// ([`Engine::ingest`]); off, every wake-up is queued.
     ingest: bool,
+    /// Which part of the network this is (0 when it runs whole).
+    pub(crate) part: u32,
+    /// Arrivals scheduled for nodes of other parts, to be handed over.
+    pub(crate) outbox: Vec<Outgoing>,
+}
+
+/// Queues an arrival (in `queue` when it is for part `me`, else in `outbox`).
+fn route(queue: &mut EventQueue<Ev>, outbox: &mut Vec<Outgoing>, me: u32, o: Outgoing) {
+    if o.part == me {
+        queue.push(o.at, o.place, o.ev);
+    } else {
+        outbox.push(o);
+    }
+}
+
+/// An arrival for a node of another part.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    pub part: u32,
+    pub at: i64,
+    pub place: Place,
+    pub ev: Ev,
 }
 
 impl Engine {
     /// Starts every node at `start` (true time).
     pub fn new(mut nodes: Vec<SimNode>, start: i64) -> Engine {
+        for (i, n) in nodes.iter_mut().enumerate() {
+            n.id = i as u32;
+        }
+        Engine::part(nodes, start, 0)
+    }
+
+    /// Starts `nodes`, part `part` of a network cut into parts (each node knows
+    /// its index in the whole; its ports say in which part their far ends run).
+    pub(crate) fn part(mut nodes: Vec<SimNode>, start: i64, part: u32) -> Engine {
         let mut queue = EventQueue::default();
         for (i, n) in nodes.iter_mut().enumerate() {
             match &mut n.kind {
@@ -365,7 +437,8 @@ impl Engine {
                 Kind::Router(r) => r.set_events(true),
             }
             n.wake_at = Some(start);
-            queue.push(start, Ev::Wake(i as u32));
+            let place = schedule_place(n.id as usize, &mut n.scheduled, start);
+            queue.push(start, place, Ev::Wake(i as u32));
         }
         let prefetch = nodes.len() >= PREFETCH_FROM_NODES;
         Engine {
@@ -379,6 +452,8 @@ impl Engine {
             faults: Vec::new(),
             prefetch,
             ingest: true,
+            part,
+            outbox: Vec::new(),
         }
     }
 
@@ -390,8 +465,27 @@ impl Engine {
                     (at, until)
                 }
             };
-            self.queue.push(at, Ev::Fault(i as u32, true));
-            self.queue.push(until, Ev::Fault(i as u32, false));
+            // (the engine's own tag, after every node's: the beginning and the end
+            // of each fault in the order given)
+            let tag = |k: u64| (FAULT_SCHEDULER << TAG_COUNT_BITS) | k;
+            let k = 2 * (self.faults.len() + i) as u64;
+            let created = self.now;
+            self.queue.push(
+                at,
+                Place {
+                    created,
+                    tag: tag(k),
+                },
+                Ev::Fault(i as u32, true),
+            );
+            self.queue.push(
+                until,
+                Place {
+                    created,
+                    tag: tag(k + 1),
+                },
+                Ev::Fault(i as u32, false),
+            );
         }
         self.faults.extend(faults);
     }
@@ -456,6 +550,47 @@ impl Engine {
         self.now = self.now.max(until);
     }
 
+    /// The network of `nodes` as a run left it, with nothing more to do: what
+    /// [`crate::parts::Parts::join`] gives back to read.
+    pub(crate) fn finished(nodes: Vec<SimNode>, now: i64, stats: EngineStats) -> Engine {
+        Engine {
+            nodes,
+            queue: EventQueue::default(),
+            stats,
+            out: Vec::new(),
+            spare: Spare::default(),
+            now,
+            cpus: Cpus::default(),
+            faults: Vec::new(),
+            prefetch: false,
+            ingest: true,
+            part: 0,
+            outbox: Vec::new(),
+        }
+    }
+
+    /// When the earliest queued event is due.
+    pub(crate) fn next_event_at(&self) -> Option<i64> {
+        self.queue.next_at()
+    }
+
+    /// Queues an arrival handed over by another part.
+    pub(crate) fn take(&mut self, o: Outgoing) {
+        self.queue.push(o.at, o.place, o.ev);
+    }
+
+    /// The place of the next event node `i` schedules now.
+    fn place(&mut self, i: usize) -> Place {
+        let n = &mut self.nodes[i];
+        schedule_place(n.id as usize, &mut n.scheduled, self.now)
+    }
+
+    /// Node `i` schedules `ev` at `at`.
+    fn push(&mut self, i: usize, at: i64, ev: Ev) {
+        let place = self.place(i);
+        self.queue.push(at, place, ev);
+    }
+
     /// Overlaps the memory latency of the next events with this one's work: the
     /// nodes and packets a few events ahead are asked for (a hint that changes no
     /// result), in steps that follow their pointers one level per event.
@@ -518,12 +653,15 @@ impl Engine {
         let at = t.saturating_add(n.host.draw(&mut n.rng)).max(n.busy_until);
         let earlier = n.wake_at.is_none_or(|w| at < w);
         if earlier && at == t {
-            let due = self.queue.any_due_by(t);
-            if self.quiet(i) && (due || self.held_for(i, t).is_some()) {
+            // (a quiet router always takes it at once, so that whether an event
+            // is counted depends on the router alone, not on what other nodes
+            // have due at this instant: the same count when the network runs in
+            // parts)
+            if self.quiet(i) {
                 self.ingest(i, port, buf, t);
                 return;
             }
-            if !due {
+            if !self.queue.any_due_by(t) {
                 // A wake-up now with nothing else due at this instant: queued, it
                 // would be the very next event, so it runs at once (and counts as the
                 // event it stands for), the packet handed over without a stop in the
@@ -538,7 +676,7 @@ impl Engine {
         n.inbox.push_back((port, buf, t));
         if earlier {
             n.wake_at = Some(at);
-            self.queue.push(at, Ev::Wake(i as u32));
+            self.push(i, at, Ev::Wake(i as u32));
         }
     }
 
@@ -567,7 +705,7 @@ impl Engine {
     /// The place of node `i`'s held wake-up (see [`Engine::ingest`]) when it is
     /// one for `at` still to come: later than now, or now and in a place after the
     /// event being handled.
-    fn held_for(&self, i: usize, at: i64) -> Option<u64> {
+    fn held_for(&self, i: usize, at: i64) -> Option<Place> {
         let (h, place) = self.nodes[i].held?;
         (h == at && (at > self.now || place > self.queue.last_out())).then_some(place)
     }
@@ -595,12 +733,14 @@ impl Engine {
         };
         node.handle_buf(local, PortId(port), buf, rx);
         drain_events(node, &mut n.events);
-        let place = held.unwrap_or_else(|| self.queue.reserve());
+        let now = self.now;
+        let id = n.id as usize;
+        let place = held.unwrap_or_else(|| schedule_place(id, &mut n.scheduled, now));
         let timer = node.poll_timeout().map(|l| n.clock.true_of(l.ns).max(t));
         if node.may_transmit(local) || timer.is_some_and(|at| Some(at) != n.timer_queued) {
             n.held = None;
             n.wake_at = Some(t);
-            self.queue.push_reserved(t, place, Ev::Wake(i as u32));
+            self.queue.push(t, place, Ev::Wake(i as u32));
             return;
         }
         n.held = Some((t, place));
@@ -629,7 +769,7 @@ impl Engine {
         if let Some(free) = self.cpus.earliest().filter(|&f| f > t) {
             n.inbox.extend(first);
             n.wake_at = Some(free);
-            self.queue.push(free, Ev::Wake(i as u32));
+            self.push(i, free, Ev::Wake(i as u32));
             return;
         }
         n.wake_at = None;
@@ -647,7 +787,7 @@ impl Engine {
                 }
                 Kind::Host(h) => {
                     if let Some(d) = h.handle_frame(local.ns, krx.ns, &buf) {
-                        on_delivery(i, &d);
+                        on_delivery(n.id as usize, &d);
                     }
                     self.spare.give(buf);
                 }
@@ -686,10 +826,18 @@ impl Engine {
                     match n.ports.get_mut(p).and_then(|port| {
                         port.link
                             .send(done, tx.buf.len())
-                            .map(|at| (at, port.to, port.to_port))
+                            .map(|at| (at, port.to, port.to_port, port.to_part))
                     }) {
-                        Some((at, to, to_port)) => {
-                            self.queue.push(at, Ev::Arrive(to, to_port, tx.buf))
+                        Some((at, to, to_port, to_part)) => {
+                            let place = schedule_place(n.id as usize, &mut n.scheduled, self.now);
+                            let ev = Ev::Arrive(to, to_port, tx.buf);
+                            let o = Outgoing {
+                                part: to_part,
+                                at,
+                                place,
+                                ev,
+                            };
+                            route(&mut self.queue, &mut self.outbox, self.part, o);
                         }
                         None => {
                             self.stats.link_drops += 1;
@@ -712,7 +860,17 @@ impl Engine {
                         continue;
                     }
                     match port.link.send(done, buf.len()) {
-                        Some(at) => self.queue.push(at, Ev::Arrive(port.to, port.to_port, buf)),
+                        Some(at) => {
+                            let place = schedule_place(n.id as usize, &mut n.scheduled, self.now);
+                            let ev = Ev::Arrive(port.to, port.to_port, buf);
+                            let o = Outgoing {
+                                part: port.to_part,
+                                at,
+                                place,
+                                ev,
+                            };
+                            route(&mut self.queue, &mut self.outbox, self.part, o);
+                        }
                         None => {
                             self.stats.link_drops += 1;
                             self.spare.give(buf);
@@ -764,7 +922,7 @@ impl Engine {
         n.down = false;
         n.busy_until = t;
         n.wake_at = Some(t);
-        self.queue.push(t, Ev::Wake(i as u32));
+        self.push(i, t, Ev::Wake(i as u32));
     }
 
     /// Queues the wake-up for the timer node `i` wants, unless an earlier one is
@@ -787,17 +945,17 @@ impl Engine {
         }
         n.wake_at = Some(at);
         if !self.quiet(i) {
-            self.queue.push(at, Ev::Wake(i as u32));
+            self.push(i, at, Ev::Wake(i as u32));
             return;
         }
         let n = &mut self.nodes[i];
         if n.timer_queued != Some(at) {
             n.timer_queued = Some(at);
-            self.queue.push(at, Ev::Wake(i as u32));
+            self.push(i, at, Ev::Wake(i as u32));
         } else if self.held_for(i, now).is_none() && self.held_for(i, at).is_none() {
             // (a held wake-up of now still to come is kept, and so is the first
             // copy held for this timer: a later one comes after it)
-            let place = self.queue.reserve();
+            let place = self.place(i);
             self.nodes[i].held = Some((at, place));
         }
     }

@@ -24,6 +24,7 @@ pub mod engine;
 pub mod host;
 pub mod hostmodel;
 pub mod link;
+pub mod parts;
 pub mod queue;
 pub mod rng;
 pub mod shaped;
@@ -34,9 +35,11 @@ pub use build::{build, faults, BuildError};
 pub use engine::{Engine, EngineStats, Kind, NodeClock, NodeEventSummary, SimFault, SimNode};
 pub use hostmodel::{HostModel, Measured, ModelError};
 pub use link::{Discipline, Framing};
+pub use parts::{Parts, Whole};
 
 use std::collections::BTreeMap;
 
+use lockstep_core::tdp::Delivery;
 use lockstep_plan::plan::Plan;
 
 /// How to simulate.
@@ -58,6 +61,8 @@ pub struct SimOptions {
     pub links: LinkModel,
     /// CPUs the nodes share (one host, as in the lab); `None`: a CPU each.
     pub cpus: Option<u32>,
+    /// Threads to run the network on, in as many parts ([`Parts`]); 1: whole.
+    pub threads: usize,
 }
 
 /// What the simulated links are.
@@ -103,6 +108,7 @@ impl Default for SimOptions {
             propagation_ns: 0,
             links: LinkModel::Wire,
             cpus: None,
+            threads: 1,
         }
     }
 }
@@ -113,6 +119,106 @@ pub fn engine(plan: &Plan, opts: &SimOptions) -> Result<Engine, BuildError> {
     let mut e = Engine::new(nodes(plan, opts)?, opts.start_ns).share_cpus(opts.cpus);
     e.inject(faults(plan, opts.start_ns)?);
     Ok(e)
+}
+
+/// A network ready to run: whole, in one engine, or in parts on threads of their
+/// own ([`Parts`]); the same results either way.
+pub enum Sim {
+    Whole(Box<Engine>),
+    Parts(Parts),
+}
+
+/// Why a network runs whole although more threads were asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotCut {
+    /// Faults change nodes of two parts at one instant.
+    Faults,
+    /// Nodes that share CPUs share one pool of them.
+    SharedCpus,
+    Cut(Whole),
+}
+
+impl std::fmt::Display for NotCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotCut::Faults => f.write_str("the scenario injects faults"),
+            NotCut::SharedCpus => f.write_str("the nodes share CPUs (--cpus)"),
+            NotCut::Cut(w) => write!(f, "{w}"),
+        }
+    }
+}
+
+/// A plan ready to run on `opts.threads` threads, or whole (with the reason when
+/// more than one was asked for). Its faults ([`faults`]) are injected.
+pub fn sim(plan: &Plan, opts: &SimOptions) -> Result<(Sim, Option<NotCut>), BuildError> {
+    if opts.threads <= 1 {
+        return Ok((Sim::Whole(Box::new(engine(plan, opts)?)), None));
+    }
+    let why = if !plan.faults.is_empty() {
+        NotCut::Faults
+    } else if opts.cpus.is_some() {
+        NotCut::SharedCpus
+    } else {
+        match Parts::new(nodes(plan, opts)?, opts.start_ns, opts.threads) {
+            Ok(p) => return Ok((Sim::Parts(p), None)),
+            Err((_, w)) => NotCut::Cut(w),
+        }
+    };
+    Ok((Sim::Whole(Box::new(engine(plan, opts)?)), Some(why)))
+}
+
+impl Sim {
+    pub fn now(&self) -> i64 {
+        match self {
+            Sim::Whole(e) => e.now(),
+            Sim::Parts(p) => p.now(),
+        }
+    }
+
+    /// How many parts run at once (1: whole).
+    pub fn parts(&self) -> usize {
+        match self {
+            Sim::Whole(_) => 1,
+            Sim::Parts(p) => p.len(),
+        }
+    }
+
+    pub fn run_until(&mut self, until: i64, on_delivery: &mut impl FnMut(usize, &Delivery)) {
+        match self {
+            Sim::Whole(e) => e.run_until(until, on_delivery),
+            Sim::Parts(p) => p.run_until(until, on_delivery),
+        }
+    }
+
+    pub fn stop_sources(&mut self) {
+        match self {
+            Sim::Whole(e) => e.stop_sources(),
+            Sim::Parts(p) => p.stop_sources(),
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        match self {
+            Sim::Whole(e) => e.stats(),
+            Sim::Parts(p) => p.stats(),
+        }
+    }
+
+    /// Every node (in parts: part by part).
+    pub fn nodes(&self) -> Box<dyn Iterator<Item = &SimNode> + '_> {
+        match self {
+            Sim::Whole(e) => Box::new(e.nodes.iter()),
+            Sim::Parts(p) => Box::new(p.nodes()),
+        }
+    }
+
+    /// The whole network, to read what the run left in it.
+    pub fn into_engine(self) -> Engine {
+        match self {
+            Sim::Whole(e) => *e,
+            Sim::Parts(p) => p.join(),
+        }
+    }
 }
 
 /// The simulated nodes of a plan with the options' host models, processing time and

@@ -159,6 +159,17 @@ impl LinkDir {
         }
     }
 
+    /// The least time from handing a frame over to its arrival at the far end:
+    /// the shortest frame's serialisation and the propagation (a token bucket or
+    /// an unshaped veth may send at once: the propagation alone).
+    pub fn least_delay_ns(&self) -> i64 {
+        let wire = match self.discipline {
+            Discipline::Serial => self.transmit_ns(0),
+            Discipline::Tbf { .. } | Discipline::Instant => 0,
+        };
+        wire.saturating_add(self.propagation_ns.max(0))
+    }
+
     /// Hands a frame of `frame_len` bytes (Ethernet header included) to the port
     /// at `now`: its arrival time at the far end, or `None` when the queue is full.
     pub fn send(&mut self, now: i64, frame_len: usize) -> Option<i64> {
@@ -195,6 +206,9 @@ mod tests {
         // short frames are padded to 46 bytes of IP
         let mut s = LinkDir::new(100_000_000, 0, 1 << 20, Framing::Ethernet);
         assert_eq!(s.send(0, 42), Some((46 + 38) * 80));
+        // no frame arrives sooner than the shortest one, sent on an idle wire
+        assert_eq!(s.least_delay_ns(), (46 + 38) * 80);
+        assert_eq!(l.least_delay_ns(), (46 + 38) * 80 + 1_000);
     }
 
     #[test]
@@ -215,5 +229,6 @@ mod tests {
         let mut v =
             LinkDir::new(100_000_000, 500, 0, Framing::Tbf).with_discipline(Discipline::Instant);
         assert_eq!(v.send(7, 1016), Some(507));
+        assert_eq!((v.least_delay_ns(), l.least_delay_ns()), (500, 0));
     }
 }

@@ -1,6 +1,9 @@
-//! The event queue: events come out ordered by (time, insertion order), so events
-//! at the same instant run in the order they were scheduled — the tie-break that
-//! makes a run deterministic.
+//! The event queue: events come out ordered by time and, among those of one
+//! instant, by their [`Place`]: when they were scheduled, then who scheduled them
+//! and how many events that one had scheduled before. The tie-break makes a run
+//! deterministic, and it depends on nothing but the events themselves (not on the
+//! order in which nodes happened to be handled), so a network cut into parts that
+//! run apart orders every instant the same way.
 //!
 //! A calendar of buckets rather than one heap: time is cut into buckets of
 //! [`BUCKET_NS`], a ring of [`RING`] buckets covers the next few milliseconds (where
@@ -34,15 +37,24 @@ const KEEP: usize = 256;
 /// its events at every doubling).
 const SPARE_BIG: usize = 4;
 
+/// An event's place among the events of its instant: the time it was scheduled
+/// (earlier first), then a tag its scheduler gives (the engine's: the node that
+/// scheduled it and how many it had scheduled before).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Place {
+    pub created: i64,
+    pub tag: u64,
+}
+
 struct Item<E> {
     at: i64,
-    seq: u64,
+    place: Place,
     event: E,
 }
 
 impl<E> Item<E> {
-    fn key(&self) -> (i64, u64) {
-        (self.at, self.seq)
+    fn key(&self) -> (i64, Place) {
+        (self.at, self.place)
     }
 }
 
@@ -129,9 +141,8 @@ pub struct EventQueue<E> {
     near: usize,
     /// Events beyond the ring.
     far: BinaryHeap<Item<E>>,
-    seq: u64,
     /// The place of the event taken out last.
-    last_out: u64,
+    last_out: Place,
     peak: usize,
     /// Whether `cursor` has been placed (at the first event).
     placed: bool,
@@ -148,8 +159,7 @@ impl<E> Default for EventQueue<E> {
             cursor: 0,
             near: 0,
             far: BinaryHeap::new(),
-            seq: 0,
-            last_out: 0,
+            last_out: Place::default(),
             peak: 0,
             placed: false,
             spare_big: Vec::new(),
@@ -187,31 +197,17 @@ impl<E> EventQueue<E> {
         Some(from + d as i64)
     }
 
-    pub fn push(&mut self, at: i64, event: E) {
-        let seq = self.reserve();
-        self.push_reserved(at, seq, event);
-    }
-
-    /// The place in the order of an event scheduled now, kept for one that may be
-    /// scheduled later as if it had been scheduled now (with
-    /// [`EventQueue::push_reserved`]): a place in the tie-break, not in the queue.
-    pub fn reserve(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq
-    }
-
-    /// The place of the event taken out last (0 before any): a reserved place
-    /// above it is still to come.
-    pub fn last_out(&self) -> u64 {
+    /// The place of the event taken out last ([`Place::default`] before any).
+    pub fn last_out(&self) -> Place {
         self.last_out
     }
 
-    /// Schedules `event` at `at` in the place `seq` that [`EventQueue::reserve`]
-    /// handed out: among the events at `at` it comes out where an event scheduled
-    /// at the time of the reservation would. `seq` must still be to come (above
-    /// [`EventQueue::last_out`] when `at` is now).
-    pub fn push_reserved(&mut self, at: i64, seq: u64, event: E) {
-        let item = Item { at, seq, event };
+    /// Schedules `event` at `at` in `place` among the events of that instant. An
+    /// event scheduled for the instant being taken from must come after the event
+    /// taken out last (time only moves forward).
+    #[inline]
+    pub fn push(&mut self, at: i64, place: Place, event: E) {
+        let item = Item { at, place, event };
         if !self.placed {
             self.placed = true;
             self.cursor = bucket_of(at);
@@ -283,7 +279,7 @@ impl<E> EventQueue<E> {
                 }
                 let item = self.current.pop_front()?;
                 self.near -= 1;
-                self.last_out = item.seq;
+                self.last_out = item.place;
                 return Some((item.at, item.event));
             }
             // the current bucket is done: on to the next one with events, never
@@ -299,6 +295,17 @@ impl<E> EventQueue<E> {
                 return None;
             }
             self.advance_to(next);
+        }
+    }
+
+    /// When the earliest event is due (a search of the first bucket with events).
+    pub fn next_at(&self) -> Option<i64> {
+        if let Some(i) = self.current.front() {
+            return Some(i.at);
+        }
+        match self.next_in_ring() {
+            Some(b) => self.ring[Self::slot(b)].iter().map(|i| i.at).min(),
+            None => self.far.peek().map(|i| i.at),
         }
     }
 
@@ -347,10 +354,48 @@ impl<E> EventQueue<E> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::ops::{Deref, DerefMut};
+
+    /// A queue whose events are placed in the order they are pushed.
+    struct Q<E> {
+        q: EventQueue<E>,
+        n: u64,
+    }
+
+    impl<E> Q<E> {
+        fn new() -> Self {
+            Q {
+                q: EventQueue::default(),
+                n: 0,
+            }
+        }
+
+        fn push(&mut self, at: i64, e: E) {
+            self.n += 1;
+            let place = Place {
+                created: 0,
+                tag: self.n,
+            };
+            self.q.push(at, place, e);
+        }
+    }
+
+    impl<E> Deref for Q<E> {
+        type Target = EventQueue<E>;
+        fn deref(&self) -> &EventQueue<E> {
+            &self.q
+        }
+    }
+
+    impl<E> DerefMut for Q<E> {
+        fn deref_mut(&mut self) -> &mut EventQueue<E> {
+            &mut self.q
+        }
+    }
 
     #[test]
     fn earliest_first_then_in_insertion_order() {
-        let mut q = EventQueue::default();
+        let mut q = Q::new();
         q.push(5, "c");
         q.push(1, "a");
         q.push(5, "d");
@@ -362,31 +407,39 @@ mod tests {
     }
 
     #[test]
-    fn a_reserved_place_comes_out_where_it_was_reserved() {
+    fn an_instant_comes_out_in_the_order_of_places_not_of_pushes() {
         let mut q = EventQueue::default();
-        q.push(5, "a");
-        let held = q.reserve();
-        q.push(5, "c");
+        let place = |created, tag| Place { created, tag };
         let far = 3 * RING as i64 * BUCKET_NS;
-        let held_far = q.reserve();
-        q.push(far, "late");
-        q.push(9, "d");
-        assert_eq!(q.last_out(), 0);
+        q.push(5, place(0, 1), "a");
+        q.push(5, place(2, 7), "d");
+        q.push(far, place(3, 1), "late");
+        q.push(9, place(0, 9), "e");
+        assert_eq!(q.last_out(), Place::default());
         assert_eq!(q.pop_until(10), Some((5, "a")));
-        // placed now, in the bucket being taken from: before "c", pushed after it
-        assert!(held > q.last_out());
-        q.push_reserved(5, held, "b");
-        q.push_reserved(far, held_far, "early");
+        assert_eq!(q.last_out(), place(0, 1));
+        // pushed after "d", into the bucket being taken from, with places before it:
+        // scheduled earlier, or at the same time by a scheduler of a lower tag
+        q.push(5, place(2, 3), "c");
+        q.push(5, place(1, 99), "b");
+        q.push(far, place(2, 1), "early");
         let got: Vec<_> = std::iter::from_fn(|| q.pop_until(far)).collect();
         assert_eq!(
             got,
-            [(5, "b"), (5, "c"), (9, "d"), (far, "early"), (far, "late")]
+            [
+                (5, "b"),
+                (5, "c"),
+                (5, "d"),
+                (9, "e"),
+                (far, "early"),
+                (far, "late")
+            ]
         );
     }
 
     #[test]
     fn upcoming_looks_ahead_only_within_the_clock_bucket() {
-        let mut q = EventQueue::default();
+        let mut q = Q::new();
         for (at, e) in [(7, "a"), (7, "b"), (8, "c"), (5_000_000, "far")] {
             q.push(at, e);
         }
@@ -400,7 +453,7 @@ mod tests {
 
     #[test]
     fn bursts_past_the_kept_size_stay_in_order_on_spare_deques() {
-        let mut q = EventQueue::default();
+        let mut q = Q::new();
         let n = 5 * KEEP as u32;
         // a burst per frame, as every router's frame start gives: each one larger
         // than a bucket keeps, filed while the clock is in an earlier bucket
@@ -427,7 +480,7 @@ mod tests {
 
     #[test]
     fn far_events_and_long_gaps() {
-        let mut q = EventQueue::default();
+        let mut q = Q::new();
         let far = 3 * RING as i64 * BUCKET_NS;
         q.push(1_000, 1);
         q.push(far, 3);
@@ -468,7 +521,7 @@ mod tests {
 
     #[test]
     fn jumps_over_empty_buckets_round_the_ring() {
-        let mut q = EventQueue::default();
+        let mut q = Q::new();
         // each event just inside the ring's reach from the one before: the clock
         // jumps over RING - 10 empty buckets, and goes round the ring 39 times
         let step = (RING as i64 - 10) * BUCKET_NS;
@@ -483,18 +536,16 @@ mod tests {
         }
     }
 
-    /// The reference: one heap over (time, insertion order).
+    /// The reference: one heap over (time, place).
     struct Reference {
         heap: BinaryHeap<Item<u32>>,
-        seq: u64,
     }
 
     impl Reference {
-        fn push(&mut self, at: i64, e: u32) {
-            self.seq += 1;
+        fn push(&mut self, at: i64, place: Place, e: u32) {
             self.heap.push(Item {
                 at,
-                seq: self.seq,
+                place,
                 event: e,
             });
         }
@@ -517,12 +568,15 @@ mod tests {
             steps in prop::collection::vec(
                 (
                     prop::collection::vec(
-                        prop_oneof![
-                            Just(0i64),
-                            0i64..3_000,
-                            0i64..20_000_000,
-                            Just(RING as i64 * BUCKET_NS),
-                        ],
+                        (
+                            prop_oneof![
+                                Just(0i64),
+                                0i64..3_000,
+                                0i64..20_000_000,
+                                Just(RING as i64 * BUCKET_NS),
+                            ],
+                            0u64..4,
+                        ),
                         0..6,
                     ),
                     prop_oneof![0i64..2_000, 0i64..10_000_000],
@@ -532,14 +586,20 @@ mod tests {
             )
         ) {
             let mut q = EventQueue::default();
-            let mut r = Reference { heap: BinaryHeap::new(), seq: 0 };
+            let mut r = Reference { heap: BinaryHeap::new() };
             let mut now = 1_000_000_000i64;
             let mut id = 0u32;
             for (delays, ahead, takes) in steps {
-                for d in delays {
+                for (d, tag) in delays {
                     id += 1;
-                    q.push(now + d, id);
-                    r.push(now + d, id);
+                    // scheduled now: for this very instant, after every event of it
+                    // taken out (those scheduled now, in the order of `id`, with the
+                    // top bit); for a later one any tag (unique with the id)
+                    let id64 = u64::from(id);
+                    let tag = if d == 0 { (1 << 62) | id64 } else { (tag << 32) | id64 };
+                    let place = Place { created: now, tag };
+                    q.push(now + d, place, id);
+                    r.push(now + d, place, id);
                 }
                 let until = now + ahead;
                 for _ in 0..takes {

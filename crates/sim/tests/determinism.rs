@@ -9,7 +9,7 @@
 use lockstep_core::tdp::{Delivery, NodeCounters};
 use lockstep_plan::plan::plan;
 use lockstep_plan::scenario::{RunMode, Scenario};
-use lockstep_sim::{engine, EngineStats, HostModel, Kind, Measured, SimOptions};
+use lockstep_sim::{engine, EngineStats, HostModel, Kind, Measured, Parts, SimOptions};
 
 const LINE: &str = include_str!("../../../scenarios/line.toml");
 
@@ -154,4 +154,75 @@ fn taking_packets_at_once_changes_nothing_but_the_event_count() {
         }
     }
     assert_eq!(compared.len(), 6, "{compared:?}");
+}
+
+/// A run of scenario `text` with the network cut into `parts` parts.
+fn run_parts(text: &str, mode: RunMode, opts: &SimOptions, parts: usize) -> Outcome {
+    let s = Scenario::parse("scenario.toml", text).unwrap();
+    let spec = s.runs().into_iter().find(|r| r.mode == mode).unwrap();
+    let p = plan(&s, &spec).unwrap();
+    let nodes = lockstep_sim::nodes(&p, opts).unwrap();
+    let Ok(mut e) = Parts::new(nodes, opts.start_ns, parts) else {
+        panic!("{parts} parts refused");
+    };
+    // (no more parts than routers: line has two)
+    assert!(e.len() >= 2 && e.len() <= parts, "{} parts", e.len());
+    let mut deliveries = Vec::new();
+    let end = opts.start_ns + 1_000_000_000;
+    e.run_until(end, &mut |node, d| deliveries.push((node, *d)));
+    e.stop_sources();
+    e.run_until(end + 1_000_000_000, &mut |node, d| {
+        deliveries.push((node, *d))
+    });
+    let e = e.join();
+    let routers = e
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            Kind::Router(r) => Some((n.name.clone(), r.counters().clone())),
+            Kind::Host(_) => None,
+        })
+        .collect();
+    Outcome {
+        deliveries,
+        stats: e.stats(),
+        routers,
+    }
+}
+
+/// Each receiver's deliveries in its order, receivers in their order (how two
+/// receivers' deliveries interleave is the one thing parts may change).
+fn by_receiver(mut o: Outcome) -> Outcome {
+    o.deliveries.sort_by_key(|(node, _)| *node);
+    o
+}
+
+/// The network cut into parts on threads of their own runs exactly as it does
+/// whole: every delivery, every router's counters, every count but the most
+/// events waiting at once. With the seeded host model (late wake-ups that move
+/// packets between frames) and with ideal hosts, FIFO and TDP.
+#[test]
+fn a_network_run_in_parts_runs_as_it_does_whole() {
+    const MESH4: &str = include_str!("../../../scenarios/mesh4-482.toml");
+    let ideal = SimOptions::default();
+    let seeded = measured(3);
+    for (name, text) in [("line", LINE), ("mesh4-482", MESH4)] {
+        for mode in [RunMode::Fifo, RunMode::Tdp] {
+            for (host, opts) in [("ideal", &ideal), ("measured", &seeded)] {
+                let whole = by_receiver(run_text(text, mode, opts, false));
+                assert!(whole.deliveries.len() > 1000, "{name}: {:?}", whole.stats);
+                // (line has two routers: two parts at most)
+                let cuts: &[usize] = if name == "line" { &[2] } else { &[2, 3] };
+                for &parts in cuts {
+                    let mut cut = by_receiver(run_parts(text, mode, opts, parts));
+                    cut.stats.peak_events = whole.stats.peak_events;
+                    assert_same(
+                        &whole,
+                        &cut,
+                        &format!("{name} {mode:?} {host}, {parts} parts"),
+                    );
+                }
+            }
+        }
+    }
 }

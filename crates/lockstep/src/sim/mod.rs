@@ -71,6 +71,12 @@ pub struct SimRunArgs {
     /// Default: a CPU each. At most 1024.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_SIM_CPUS))]
     pub cpus: Option<u32>,
+    /// Threads to simulate on: the network is cut into as many parts, each run on
+    /// a thread of its own, with the same results as on one. Worth it for large
+    /// networks (thousands of routers); small ones run slower in parts. Runs with
+    /// faults or with --cpus run whole. At most 256.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
     /// Propagation delay of every link (at most 1s).
     #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_delay)]
     pub propagation: Duration,

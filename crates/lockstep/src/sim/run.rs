@@ -10,7 +10,7 @@ use lockstep_core::tdp::{Role, SlipOutcome};
 use lockstep_core::{ClockId, Duration};
 use lockstep_plan::plan::{plan, Plan};
 use lockstep_plan::scenario::{RunMode, RunSpec, Scenario};
-use lockstep_sim::{Engine, EngineStats, Kind, NodeEventSummary, SimOptions};
+use lockstep_sim::{Engine, EngineStats, Kind, NodeEventSummary, NotCut, SimNode, SimOptions};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -70,6 +70,10 @@ pub struct SimOutcome {
     pub node_events: Vec<(String, NodeEventSummary)>,
     /// What each injected fault did (empty without faults).
     pub faults: Vec<FaultVerdict>,
+    /// Threads (parts of the network) the run took, and why it ran whole when more
+    /// were asked for.
+    pub threads: usize,
+    pub whole: Option<NotCut>,
 }
 
 /// What a best-effort load did.
@@ -103,6 +107,7 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
         framing: args.framing,
         links: args.links,
         cpus: args.cpus,
+        threads: usize::from(args.threads),
         ..SimOptions::default()
     })
 }
@@ -331,11 +336,14 @@ pub fn simulate(
     let building = wall_ns();
     // building a big network cannot look at the stop flag
     let (bp, bo) = (p.clone(), opts.clone());
-    let mut e = match stop::unless_stopped(move || lockstep_sim::engine(&bp, &bo)) {
+    let (mut e, whole) = match stop::unless_stopped(move || lockstep_sim::sim(&bp, &bo)) {
         Ok(e) => e.map_err(|e| UsageError(e.to_string()))?,
         Err(Cut::Stopped) => return Ok(None),
         Err(e) => anyhow::bail!("building the simulated network: {e}"),
     };
+    if let (Some(w), false) = (whole, quiet) {
+        eprintln!("{prefix}runs on one thread: {w}");
+    }
     // the network's tables are read in no particular order: huge pages spare most
     // of the address-translation misses (a hint, counted in the build; the results
     // do not depend on it)
@@ -370,10 +378,17 @@ pub fn simulate(
             step = next_step(step, wall_ns() - t, STEP_NS);
             if !quiet && wall_ns() - shown >= 1_000_000_000 {
                 shown = wall_ns();
-                progress(prefix, &e, opts.start_ns, duration, shown - started);
+                progress(
+                    prefix,
+                    e.now(),
+                    e.stats(),
+                    opts.start_ns,
+                    duration,
+                    shown - started,
+                );
             }
         }
-        let sent = sent_per_flow(&e);
+        let sent = sent_per_flow(e.nodes());
         e.stop_sources();
         if interrupted_at.is_none() {
             e.run_until(end.saturating_add(DRAIN_NS), &mut on_delivery);
@@ -381,6 +396,8 @@ pub fn simulate(
         (interrupted_at, sent)
     });
     let wall = wall_ns() - started;
+    let threads = e.parts();
+    let e = e.into_engine();
     let RunMeasure {
         meter,
         check,
@@ -418,7 +435,7 @@ pub fn simulate(
     let mut collected = assemble(p, &final_inputs, &measured, hops, Vec::new());
     crate::lab::bound::add_fifo_bounds(&mut collected.report, p);
     if !quiet {
-        progress(prefix, &e, opts.start_ns, duration, wall);
+        progress(prefix, e.now(), e.stats(), opts.start_ns, duration, wall);
     }
     let outcome = SimOutcome {
         run: p.run.clone(),
@@ -435,6 +452,8 @@ pub fn simulate(
             .node_events()
             .map(|(n, s)| (n.to_string(), s.clone()))
             .collect(),
+        threads,
+        whole,
     };
     // the network and the measuring's histograms were allocated on other threads,
     // whose allocator arenas the result document cannot reuse: give their memory back
@@ -443,9 +462,8 @@ pub fn simulate(
     Ok(Some(outcome))
 }
 
-fn progress(prefix: &str, e: &Engine, start: i64, duration: Duration, wall: i64) {
-    let done = Duration((e.now() - start).clamp(0, duration.as_nanos()));
-    let st = e.stats();
+fn progress(prefix: &str, now: i64, st: EngineStats, start: i64, duration: Duration, wall: i64) {
+    let done = Duration((now - start).clamp(0, duration.as_nanos()));
     let secs = wall.max(1) as f64 / 1e9;
     eprintln!(
         "{prefix}{done} of {duration} simulated, wall {secs:.1}s, {:.2} M events/s, {:.2} M packet-hops/s",
@@ -461,9 +479,9 @@ fn routers_named(e: &Engine) -> impl Iterator<Item = (&str, &lockstep_core::tdp:
     })
 }
 
-fn sent_per_flow(e: &Engine) -> BTreeMap<u32, u64> {
+fn sent_per_flow<'a>(nodes: impl Iterator<Item = &'a SimNode>) -> BTreeMap<u32, u64> {
     let mut out = BTreeMap::new();
-    for n in &e.nodes {
+    for n in nodes {
         if let Kind::Host(h) = &n.kind {
             if let Some((s, _)) = &h.sender {
                 out.extend(s.sent_per_flow());
@@ -666,6 +684,8 @@ fn perf_json(o: &SimOutcome) -> Value {
         "packet_hops_per_s": o.stats.packet_hops as f64 / secs,
         "peak_events_queued": o.stats.peak_events,
         "peak_rss_bytes_simulated": o.peak_rss_bytes,
+        "threads": o.threads,
+        "whole_because": o.whole.map(|w| w.to_string()),
     })
 }
 
