@@ -65,9 +65,7 @@ fn sim_run(seed: u64, host: &str, dir: &Path) -> Value {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    summary(dir)
 }
 
 /// The `results` member as one line of JSON, the bytes compared.

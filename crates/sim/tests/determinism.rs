@@ -41,6 +41,11 @@ fn run_text(text: &str, mode: RunMode, opts: &SimOptions, queued: bool) -> Outco
     e.run_until(end + 1_000_000_000, &mut |node, d| {
         deliveries.push((node, *d))
     });
+    outcome(deliveries, &e)
+}
+
+/// What a run left: its deliveries, the engine's counts, every router's counters.
+fn outcome(deliveries: Vec<(usize, Delivery)>, e: &lockstep_sim::Engine) -> Outcome {
     let routers = e
         .nodes
         .iter()
@@ -175,19 +180,7 @@ fn run_parts(text: &str, mode: RunMode, opts: &SimOptions, parts: usize) -> Outc
         deliveries.push((node, *d))
     });
     let e = e.join();
-    let routers = e
-        .nodes
-        .iter()
-        .filter_map(|n| match &n.kind {
-            Kind::Router(r) => Some((n.name.clone(), r.counters().clone())),
-            Kind::Host(_) => None,
-        })
-        .collect();
-    Outcome {
-        deliveries,
-        stats: e.stats(),
-        routers,
-    }
+    outcome(deliveries, &e)
 }
 
 /// Each receiver's deliveries in its order, receivers in their order (how two
