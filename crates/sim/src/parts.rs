@@ -23,7 +23,7 @@
 //!
 //! [`Place`]: crate::queue::Place
 
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use lockstep_core::tdp::Delivery;
@@ -270,12 +270,25 @@ struct Shared {
     next: [Vec<AtomicI64>; 2],
 }
 
+/// Marks the barrier failed when its part's thread unwinds from a panic.
+struct FailGuard<'a>(&'a SpinBarrier);
+
+impl Drop for FailGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.failed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// A barrier for threads that meet every few microseconds: they spin a while
 /// before they yield (a sleeping wait costs more than most windows take).
 struct SpinBarrier {
     n: usize,
     arrived: AtomicUsize,
     generation: AtomicUsize,
+    /// A part's thread ended in a panic: the others must not wait for it.
+    failed: AtomicBool,
 }
 
 impl SpinBarrier {
@@ -284,6 +297,7 @@ impl SpinBarrier {
             n,
             arrived: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
         }
     }
 
@@ -296,6 +310,11 @@ impl SpinBarrier {
         }
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == g {
+            // (a bug in one part ends the run in all of them instead of hanging it)
+            assert!(
+                !self.failed.load(Ordering::Relaxed),
+                "another part of the simulated network failed"
+            );
             if spins < 2_000 {
                 spins += 1;
                 std::hint::spin_loop();
@@ -317,6 +336,7 @@ fn run_windows(
     mut deliver: impl FnMut(&mut Vec<(usize, Delivery)>),
 ) {
     let me = e.part as usize;
+    let _failing = FailGuard(&shared.barrier);
     let mut delivered = Vec::new();
     let mut start = from;
     let mut parity = 0;
@@ -349,5 +369,43 @@ fn run_windows(
             .unwrap_or(i64::MAX);
         parity = 1 - parity;
         start = (end + 1).max(next.min(until));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nobody_passes_the_barrier_before_everybody_reached_it() {
+        let b = SpinBarrier::new(3);
+        let reached = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for round in 1..=200 {
+                        reached.fetch_add(1, Ordering::SeqCst);
+                        b.wait();
+                        assert!(reached.load(Ordering::SeqCst) >= 3 * round);
+                        b.wait();
+                    }
+                });
+            }
+        });
+        assert_eq!(reached.load(Ordering::SeqCst), 600);
+    }
+
+    #[test]
+    fn a_failed_part_ends_the_wait_of_the_others() {
+        let b = SpinBarrier::new(2);
+        let (failed, waiter_failed) = std::thread::scope(|s| {
+            let failing = s.spawn(|| {
+                let _guard = FailGuard(&b);
+                panic!("a bug in one part");
+            });
+            let waiting = s.spawn(|| b.wait());
+            (failing.join().is_err(), waiting.join().is_err())
+        });
+        assert!(failed && waiter_failed);
     }
 }
