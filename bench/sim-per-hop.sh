@@ -8,7 +8,8 @@
 #   bench/sim-per-hop.sh [LOCKSTEP]     (default target/release/lockstep)
 #
 # Runs mesh4 FIFO and TDP (2 s and 4 s of traffic) and a generated 961-router grid
-# with 1,000 flows (20 and 40 ms). Needs valgrind (installed with apt-get as root).
+# with 1,000 flows (20 and 40 ms), each on one thread (`--threads 1`: parts would add
+# the barrier's spinning to the count). Needs valgrind (installed with apt-get as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOCKSTEP=${1:-target/release/lockstep}
@@ -30,7 +31,7 @@ trap 'rm -rf "$OUT"' EXIT
 count() { # scenario mode duration -> "instructions D1-misses LL-misses hops"
     local tag="$OUT/run.$RANDOM"
     valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file=/dev/null \
-        "$LOCKSTEP" sim run "$1" --modes "$2" --duration "$3" -q -o "$tag.d" --json \
+        "$LOCKSTEP" sim run "$1" --modes "$2" --duration "$3" --threads 1 -q -o "$tag.d" --json \
         > "$tag.json" 2> "$tag.err"
     python3 - "$tag" <<'PY'
 import json, re, sys

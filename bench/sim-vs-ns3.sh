@@ -13,7 +13,7 @@
 # sinks keep each delay in a vector. The header of fifo-sim.cc says where each choice
 # comes from in crates/sim.
 #
-# lockstep side: `lockstep sim run SCENARIO --modes fifo --duration D --json -q` with
+# lockstep side: `lockstep sim run SCENARIO --modes fifo --duration D --threads 1 --json -q` with
 # its defaults (host model ideal, processing 0, propagation 0, framing ethernet). Its
 # mean is exact, its p99 comes from a log-bucket histogram (within 1/128); ns-3's p99
 # is the exact nearest-rank value.
@@ -93,7 +93,7 @@ NS3_VERSION=$(dpkg-query -W -f='${Version}' libns3-dev 2>/dev/null || echo unkno
 echo "# $(uname -r), $(nproc) CPUs, ns-3 $NS3_VERSION (Debian), $("$LOCKSTEP" --version), line ${LINE_SECONDS}s, mesh4 ${MESH4_SECONDS}s, $ROUNDS round(s)"
 
 run_lockstep() { # scenario seconds round
-    "$LOCKSTEP" sim run "scenarios/$1.toml" --modes fifo --duration "${2}s" --json -q \
+    "$LOCKSTEP" sim run "scenarios/$1.toml" --modes fifo --duration "${2}s" --threads 1 --json -q \
         --output "$OUT/$1-lockstep-$3" > "$OUT/$1-lockstep-$3.json" 2> "$OUT/$1-lockstep-$3.log" || {
         echo "lockstep sim run scenarios/$1.toml failed:" >&2
         cat "$OUT/$1-lockstep-$3.log" >&2

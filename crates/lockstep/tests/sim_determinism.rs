@@ -291,3 +291,36 @@ fn a_run_with_faults_says_it_runs_on_one_thread() {
     let why = &doc["performance"]["runs"][0]["whole_because"];
     assert_eq!(why, "the scenario injects faults");
 }
+
+#[test]
+fn threads_are_auto_or_a_number_from_1_to_256() {
+    for bad in ["0", "257", "lots"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["sim", "run"])
+            .arg(scenario())
+            .args(["--threads", bad])
+            .output()
+            .expect("running lockstep");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--threads {bad}: {err}");
+        assert!(
+            err.contains("--threads: expected auto or a number of threads from 1 to 256"),
+            "--threads {bad}: {err}"
+        );
+    }
+    // auto (the default) keeps a two-router network whole, and says nothing of it
+    let s = Scratch::new("threads-auto");
+    let dir = s.0.join("out");
+    let err = lockstep(&[
+        "sim",
+        "run",
+        scenario().to_str().expect("a UTF-8 path"),
+        "--duration",
+        "100ms",
+        "-o",
+        dir.to_str().expect("a UTF-8 temp path"),
+    ]);
+    assert!(!err.contains("one thread"), "{err}");
+    let doc = summary(&dir);
+    assert_eq!(threads(&doc), [1, 1]);
+}

@@ -219,3 +219,42 @@ fn a_network_run_in_parts_runs_as_it_does_whole() {
         }
     }
 }
+
+/// How many parts a run gets: what was asked, or with `UpTo` one per 128 routers at
+/// most; faults keep a network whole, and say so only when parts were asked for.
+#[test]
+fn parts_as_asked_or_as_the_network_is_large() {
+    use lockstep_sim::{sim, NotCut, Sim, Threads};
+    const FLOOD: &str = include_str!("../../../scenarios/faults/flood.toml");
+    let plan_of = |text: &str| {
+        let s = Scenario::parse("scenario.toml", text).unwrap();
+        let spec = s
+            .runs()
+            .into_iter()
+            .find(|r| r.mode == RunMode::Tdp)
+            .unwrap();
+        plan(&s, &spec).unwrap()
+    };
+    let with = |threads| SimOptions {
+        threads,
+        ..SimOptions::default()
+    };
+    let parts = |r: &(Sim, Option<NotCut>)| (r.0.parts(), r.1);
+    let line = plan_of(LINE);
+    let got = sim(&line, &with(Threads::Exactly(2))).unwrap();
+    assert_eq!(parts(&got), (2, None));
+    // two routers: far fewer than 128 a part
+    let got = sim(&line, &with(Threads::UpTo(8))).unwrap();
+    assert_eq!(parts(&got), (1, None));
+    let flood = plan_of(FLOOD);
+    let got = sim(&flood, &with(Threads::Exactly(2))).unwrap();
+    assert_eq!(parts(&got), (1, Some(NotCut::Faults)));
+    let shared = SimOptions {
+        cpus: Some(2),
+        ..with(Threads::Exactly(2))
+    };
+    assert_eq!(
+        parts(&sim(&line, &shared).unwrap()),
+        (1, Some(NotCut::SharedCpus))
+    );
+}

@@ -288,7 +288,7 @@ fn sim_part(s: &Scenario, dir: &Path, host: &str, name: &str, duration: Duration
         framing: lockstep_sim::Framing::Ethernet,
         links: lockstep_sim::LinkModel::Wire,
         cpus: None,
-        threads: 1,
+        threads: crate::sim::Threads::Exactly(1),
         output: Some(dir.join(sub)),
         json: false,
         packets: false,

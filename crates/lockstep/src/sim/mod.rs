@@ -71,12 +71,13 @@ pub struct SimRunArgs {
     /// Default: a CPU each. At most 1024.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_SIM_CPUS))]
     pub cpus: Option<u32>,
-    /// Threads to simulate on: the network is cut into as many parts, each run on
-    /// a thread of its own, with the same results as on one. Worth it for large
-    /// networks (thousands of routers); small ones run slower in parts. Runs with
-    /// faults or with --cpus run whole. At most 256.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub threads: u16,
+    /// Threads to simulate on: `auto` (default) or a number. The network is cut into
+    /// as many parts, each run on a thread of its own, with the same results as on
+    /// one. `auto`: as many as this process may use, at most one per 128 routers (a
+    /// smaller network runs faster whole). Runs with faults or with --cpus run whole
+    /// (a number asked for says so). At most 256.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_threads)]
+    pub threads: Threads,
     /// Propagation delay of every link (at most 1s).
     #[arg(long, value_name = "DUR", default_value = "0ns", value_parser = crate::cli::parse_delay)]
     pub propagation: Duration,
@@ -111,6 +112,28 @@ pub struct SimRunArgs {
 /// Most CPUs `sim run --cpus` shares the nodes among (the most one host's CPU set
 /// holds; every event scans them).
 pub const MAX_SIM_CPUS: i64 = 1024;
+
+/// `--threads`: `auto` or a number of threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    Auto,
+    Exactly(u16),
+}
+
+/// Most threads `sim run --threads` takes.
+pub const MAX_SIM_THREADS: u16 = 256;
+
+fn parse_threads(s: &str) -> Result<Threads, String> {
+    if s == "auto" {
+        return Ok(Threads::Auto);
+    }
+    match s.parse::<u16>() {
+        Ok(n) if (1..=MAX_SIM_THREADS).contains(&n) => Ok(Threads::Exactly(n)),
+        _ => Err(format!(
+            "expected auto or a number of threads from 1 to {MAX_SIM_THREADS}, got \"{s}\""
+        )),
+    }
+}
 
 fn parse_framing(s: &str) -> Result<lockstep_sim::Framing, String> {
     match s {

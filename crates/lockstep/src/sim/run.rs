@@ -107,7 +107,13 @@ pub(super) fn options(args: &SimRunArgs) -> Result<SimOptions> {
         framing: args.framing,
         links: args.links,
         cpus: args.cpus,
-        threads: usize::from(args.threads),
+        threads: match args.threads {
+            super::Threads::Exactly(n) => lockstep_sim::Threads::Exactly(usize::from(n)),
+            // (the CPUs this process may run on; one when that cannot be read)
+            super::Threads::Auto => lockstep_sim::Threads::UpTo(
+                lockstep_linux::rt::allowed_cpus().map_or(1, |c| c.len().max(1)),
+            ),
+        },
         ..SimOptions::default()
     })
 }
