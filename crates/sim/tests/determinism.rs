@@ -9,7 +9,7 @@
 use lockstep_core::tdp::{Delivery, NodeCounters};
 use lockstep_plan::plan::plan;
 use lockstep_plan::scenario::{RunMode, Scenario};
-use lockstep_sim::{engine, EngineStats, HostModel, Kind, Measured, Parts, SimOptions};
+use lockstep_sim::{engine, EngineStats, HostModel, Kind, Measured, Parts, Sim, SimOptions};
 
 const LINE: &str = include_str!("../../../scenarios/line.toml");
 
@@ -27,13 +27,22 @@ fn run(mode: RunMode, opts: &SimOptions) -> Outcome {
 
 /// A run of scenario `text`; `queued`: with every wake-up queued.
 fn run_text(text: &str, mode: RunMode, opts: &SimOptions, queued: bool) -> Outcome {
-    let s = Scenario::parse("scenario.toml", text).unwrap();
-    let spec = s.runs().into_iter().find(|r| r.mode == mode).unwrap();
-    let p = plan(&s, &spec).unwrap();
-    let mut e = engine(&p, opts).unwrap();
+    let mut e = engine(&plan_for(text, mode), opts).unwrap();
     if queued {
         e = e.queue_every_wakeup();
     }
+    drive(Sim::Whole(Box::new(e)), opts)
+}
+
+/// The plan of `text`'s run in `mode`.
+fn plan_for(text: &str, mode: RunMode) -> lockstep_plan::plan::Plan {
+    let s = Scenario::parse("scenario.toml", text).unwrap();
+    let spec = s.runs().into_iter().find(|r| r.mode == mode).unwrap();
+    plan(&s, &spec).unwrap()
+}
+
+/// Runs `e` for 1 s of traffic and 1 s to drain.
+fn drive(mut e: Sim, opts: &SimOptions) -> Outcome {
     let mut deliveries = Vec::new();
     let end = opts.start_ns + 1_000_000_000;
     e.run_until(end, &mut |node, d| deliveries.push((node, *d)));
@@ -41,7 +50,7 @@ fn run_text(text: &str, mode: RunMode, opts: &SimOptions, queued: bool) -> Outco
     e.run_until(end + 1_000_000_000, &mut |node, d| {
         deliveries.push((node, *d))
     });
-    outcome(deliveries, &e)
+    outcome(deliveries, &e.into_engine())
 }
 
 /// What a run left: its deliveries, the engine's counts, every router's counters.
@@ -163,24 +172,13 @@ fn taking_packets_at_once_changes_nothing_but_the_event_count() {
 
 /// A run of scenario `text` with the network cut into `parts` parts.
 fn run_parts(text: &str, mode: RunMode, opts: &SimOptions, parts: usize) -> Outcome {
-    let s = Scenario::parse("scenario.toml", text).unwrap();
-    let spec = s.runs().into_iter().find(|r| r.mode == mode).unwrap();
-    let p = plan(&s, &spec).unwrap();
-    let nodes = lockstep_sim::nodes(&p, opts).unwrap();
-    let Ok(mut e) = Parts::new(nodes, opts.start_ns, parts) else {
+    let nodes = lockstep_sim::nodes(&plan_for(text, mode), opts).unwrap();
+    let Ok(e) = Parts::new(nodes, opts.start_ns, parts) else {
         panic!("{parts} parts refused");
     };
     // (no more parts than routers: line has two)
     assert!(e.len() >= 2 && e.len() <= parts, "{} parts", e.len());
-    let mut deliveries = Vec::new();
-    let end = opts.start_ns + 1_000_000_000;
-    e.run_until(end, &mut |node, d| deliveries.push((node, *d)));
-    e.stop_sources();
-    e.run_until(end + 1_000_000_000, &mut |node, d| {
-        deliveries.push((node, *d))
-    });
-    let e = e.join();
-    outcome(deliveries, &e)
+    drive(Sim::Parts(e), opts)
 }
 
 /// Each receiver's deliveries in its order, receivers in their order (how two
@@ -224,17 +222,9 @@ fn a_network_run_in_parts_runs_as_it_does_whole() {
 /// most; faults keep a network whole, and say so only when parts were asked for.
 #[test]
 fn parts_as_asked_or_as_the_network_is_large() {
-    use lockstep_sim::{sim, NotCut, Sim, Threads};
+    use lockstep_sim::{sim, NotCut, Threads};
     const FLOOD: &str = include_str!("../../../scenarios/faults/flood.toml");
-    let plan_of = |text: &str| {
-        let s = Scenario::parse("scenario.toml", text).unwrap();
-        let spec = s
-            .runs()
-            .into_iter()
-            .find(|r| r.mode == RunMode::Tdp)
-            .unwrap();
-        plan(&s, &spec).unwrap()
-    };
+    let plan_of = |text: &str| plan_for(text, RunMode::Tdp);
     let with = |threads| SimOptions {
         threads,
         ..SimOptions::default()
