@@ -261,9 +261,10 @@ fn verdict(log: &str) -> String {
         .lines()
         .filter(|l| !l.trim().is_empty() && !walked(l))
         .collect();
-    match said.is_empty() {
-        true => log.lines().last().unwrap_or("").trim().to_string(),
-        false => said.join("; "),
+    if said.is_empty() {
+        log.lines().last().unwrap_or("").trim().to_string()
+    } else {
+        said.join("; ")
     }
 }
 

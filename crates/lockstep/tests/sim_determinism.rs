@@ -43,28 +43,22 @@ impl Drop for Scratch {
 /// `lockstep sim run scenarios/line.toml --duration 2s --seed SEED --host HOST
 /// --output DIR -q`; the written `summary.json`.
 fn sim_run(seed: u64, host: &str, dir: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["sim", "run"])
-        .arg(scenario())
-        .args([
-            "--duration",
-            "2s",
-            "--seed",
-            &seed.to_string(),
-            "--host",
-            host,
-        ])
-        .arg("--output")
-        .arg(dir)
-        .arg("-q")
-        .output()
-        .expect("running lockstep sim run");
-    assert!(
-        out.status.success(),
-        "sim run --seed {seed} --host {host} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (line, out) = (scenario(), dir.to_str().expect("a UTF-8 temp path"));
+    let (line, seed) = (line.to_str().expect("a UTF-8 path"), seed.to_string());
+    lockstep(&[
+        "sim",
+        "run",
+        line,
+        "--duration",
+        "2s",
+        "--seed",
+        &seed,
+        "--host",
+        host,
+        "--output",
+        out,
+        "-q",
+    ]);
     summary(dir)
 }
 

@@ -134,6 +134,18 @@ pub struct Port {
     pub to_part: u32,
 }
 
+impl Port {
+    /// `buf` arriving over this port's link at the far end at `at`.
+    fn arrival(&self, at: i64, place: Place, buf: PacketBuf) -> Outgoing {
+        Outgoing {
+            part: self.to_part,
+            at,
+            place,
+            ev: Ev::Arrive(self.to, self.to_port, buf),
+        }
+    }
+}
+
 /// A node of the simulated network.
 #[derive(Debug)]
 pub struct SimNode {
@@ -467,25 +479,14 @@ impl Engine {
             };
             // (the engine's own tag, after every node's: the beginning and the end
             // of each fault in the order given)
-            let tag = |k: u64| (FAULT_SCHEDULER << TAG_COUNT_BITS) | k;
             let k = 2 * (self.faults.len() + i) as u64;
-            let created = self.now;
-            self.queue.push(
-                at,
-                Place {
-                    created,
-                    tag: tag(k),
-                },
-                Ev::Fault(i as u32, true),
-            );
-            self.queue.push(
-                until,
-                Place {
-                    created,
-                    tag: tag(k + 1),
-                },
-                Ev::Fault(i as u32, false),
-            );
+            let place = |k: u64| Place {
+                created: self.now,
+                tag: (FAULT_SCHEDULER << TAG_COUNT_BITS) | k,
+            };
+            let (begin, end) = (place(k), place(k + 1));
+            self.queue.push(at, begin, Ev::Fault(i as u32, true));
+            self.queue.push(until, end, Ev::Fault(i as u32, false));
         }
         self.faults.extend(faults);
     }
@@ -553,20 +554,11 @@ impl Engine {
     /// The network of `nodes` as a run left it, with nothing more to do: what
     /// [`crate::parts::Parts::join`] gives back to read.
     pub(crate) fn finished(nodes: Vec<SimNode>, now: i64, stats: EngineStats) -> Engine {
-        Engine {
-            nodes,
-            queue: EventQueue::default(),
-            stats,
-            out: Vec::new(),
-            spare: Spare::default(),
-            now,
-            cpus: Cpus::default(),
-            faults: Vec::new(),
-            prefetch: false,
-            ingest: true,
-            part: 0,
-            outbox: Vec::new(),
-        }
+        // (an engine of no nodes has nothing to start)
+        let mut e = Engine::part(Vec::new(), now, 0);
+        e.nodes = nodes;
+        e.stats = stats;
+        e
     }
 
     /// When the earliest queued event is due.
@@ -823,20 +815,15 @@ impl Engine {
                         node.recycle(tx.buf);
                         continue;
                     }
-                    match n.ports.get_mut(p).and_then(|port| {
-                        port.link
-                            .send(done, tx.buf.len())
-                            .map(|at| (at, port.to, port.to_port, port.to_part))
-                    }) {
-                        Some((at, to, to_port, to_part)) => {
+                    let len = tx.buf.len();
+                    match n
+                        .ports
+                        .get_mut(p)
+                        .and_then(|port| Some((port.link.send(done, len)?, port)))
+                    {
+                        Some((at, port)) => {
                             let place = schedule_place(n.id as usize, &mut n.scheduled, self.now);
-                            let ev = Ev::Arrive(to, to_port, tx.buf);
-                            let o = Outgoing {
-                                part: to_part,
-                                at,
-                                place,
-                                ev,
-                            };
+                            let o = port.arrival(at, place, tx.buf);
                             route(&mut self.queue, &mut self.outbox, self.part, o);
                         }
                         None => {
@@ -862,13 +849,7 @@ impl Engine {
                     match port.link.send(done, buf.len()) {
                         Some(at) => {
                             let place = schedule_place(n.id as usize, &mut n.scheduled, self.now);
-                            let ev = Ev::Arrive(port.to, port.to_port, buf);
-                            let o = Outgoing {
-                                part: port.to_part,
-                                at,
-                                place,
-                                ev,
-                            };
+                            let o = port.arrival(at, place, buf);
                             route(&mut self.queue, &mut self.outbox, self.part, o);
                         }
                         None => {

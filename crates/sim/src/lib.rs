@@ -132,7 +132,13 @@ impl Default for SimOptions {
 /// A plan ready to run.
 /// Its faults ([`faults`]) are injected.
 pub fn engine(plan: &Plan, opts: &SimOptions) -> Result<Engine, BuildError> {
-    let mut e = Engine::new(nodes(plan, opts)?, opts.start_ns).share_cpus(opts.cpus);
+    whole(plan, opts, nodes(plan, opts)?)
+}
+
+/// The engine of `nodes`, built from `plan` with `opts`: CPUs shared as asked,
+/// the plan's faults injected.
+fn whole(plan: &Plan, opts: &SimOptions, nodes: Vec<SimNode>) -> Result<Engine, BuildError> {
+    let mut e = Engine::new(nodes, opts.start_ns).share_cpus(opts.cpus);
     e.inject(faults(plan, opts.start_ns)?);
     Ok(e)
 }
@@ -189,9 +195,7 @@ pub fn sim(plan: &Plan, opts: &SimOptions) -> Result<(Sim, Option<NotCut>), Buil
             Err((nodes, w)) => (nodes, Some(NotCut::Cut(w))),
         }
     };
-    // (the same as `engine`, with the nodes built already)
-    let mut e = Engine::new(nodes, opts.start_ns).share_cpus(opts.cpus);
-    e.inject(faults(plan, opts.start_ns)?);
+    let e = whole(plan, opts, nodes)?;
     Ok((Sim::Whole(Box::new(e)), why.filter(|_| asked)))
 }
 

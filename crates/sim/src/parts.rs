@@ -149,11 +149,6 @@ impl Parts {
         self.parts.is_empty()
     }
 
-    /// The longest window the parts run apart.
-    pub fn window_ns(&self) -> i64 {
-        self.window
-    }
-
     pub fn now(&self) -> i64 {
         self.now
     }
@@ -212,21 +207,11 @@ impl Parts {
                 for (i, x) in d.drain(..) {
                     on_delivery(i, &x);
                 }
-                for other in &shared.delivered[1..] {
-                    let taken = other.lock().map(|mut v| std::mem::take(&mut *v));
-                    for (i, x) in taken.unwrap_or_default() {
-                        on_delivery(i, &x);
-                    }
-                }
+                take_delivered(&shared, on_delivery);
             });
         });
         // what the other parts delivered in their last window
-        for other in &shared.delivered[1..] {
-            let taken = other.lock().map(|mut v| std::mem::take(&mut *v));
-            for (i, x) in taken.unwrap_or_default() {
-                on_delivery(i, &x);
-            }
-        }
+        take_delivered(&shared, on_delivery);
         self.now = until;
     }
 
@@ -268,6 +253,17 @@ struct Shared {
     /// windows, one for odd ones (a part writes a set again two windows later,
     /// after a barrier every part passes only once it has read it).
     next: [Vec<AtomicI64>; 2],
+}
+
+/// What the parts after the first delivered and handed over so far, to `deliver`
+/// (each part's in its order).
+fn take_delivered(shared: &Shared, deliver: &mut impl FnMut(usize, &Delivery)) {
+    for other in &shared.delivered[1..] {
+        let taken = other.lock().map(|mut v| std::mem::take(&mut *v));
+        for (i, x) in taken.unwrap_or_default() {
+            deliver(i, &x);
+        }
+    }
 }
 
 /// Marks the barrier failed when its part's thread unwinds from a panic.
